@@ -1,0 +1,189 @@
+// Package testenv gives tests real servers: a fresh DynamoDB table on dynalite and
+// a fresh namespace on a real kube-apiserver (with controller-manager), both from
+// the local stack.
+//
+// `make test` starts one stack and passes it to every test binary through
+// RUNNERSCALER_TEST_DYNAMODB and RUNNERSCALER_TEST_KUBECONFIG (never KUBECONFIG, so
+// tests cannot touch a developer's real cluster). Without those variables, the first
+// test that asks starts a private stack for its test binary, which Main stops. A
+// test that cannot get its servers fails; it is never skipped.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/runnerscaler/runnerscaler/internal/table"
+	"github.com/runnerscaler/runnerscaler/local/stack"
+)
+
+// Environment variables through which `make test` hands its stack to test binaries.
+const (
+	EnvDynamoDB   = "RUNNERSCALER_TEST_DYNAMODB"
+	EnvKubeconfig = "RUNNERSCALER_TEST_KUBECONFIG"
+)
+
+var (
+	once    sync.Once
+	shared  servers
+	private *stack.Stack
+)
+
+type servers struct {
+	dynamoEndpoint string
+	kubeconfig     string
+	err            error
+}
+
+// Main runs the package's tests and then stops a stack this binary started, if any.
+// Call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if private != nil {
+		if err := private.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "testenv: stopping stack:", err)
+		}
+		_ = os.RemoveAll(filepath.Dir(private.Kubeconfig))
+	}
+	os.Exit(code)
+}
+
+func get(t testing.TB) servers {
+	t.Helper()
+	once.Do(func() {
+		shared.dynamoEndpoint = os.Getenv(EnvDynamoDB)
+		shared.kubeconfig = os.Getenv(EnvKubeconfig)
+		if shared.dynamoEndpoint != "" && shared.kubeconfig != "" {
+			return
+		}
+		shared.err = startPrivate()
+	})
+	if shared.err != nil {
+		t.Fatalf("testenv: no local stack: %v", shared.err)
+	}
+	return shared
+}
+
+func startPrivate() error {
+	root, err := RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "runnerscaler-teststack-")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	s, err := stack.Up(ctx, stack.Options{Dir: dir, Root: root, Progress: os.Stderr,
+		KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN")})
+	if err != nil {
+		return err
+	}
+	private = s
+	shared.dynamoEndpoint, shared.kubeconfig = s.DynamoEndpoint, s.Kubeconfig
+	return nil
+}
+
+// RepoRoot is the directory of the repository's go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		raw, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(raw), "module github.com/runnerscaler/runnerscaler\n") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no runnerscaler go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// Name returns a unique, DNS-1123-safe name starting with prefix.
+func Name(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// DynamoDBClient returns a client for the shared dynalite, with static local credentials.
+func DynamoDBClient(t testing.TB) *dynamodb.Client {
+	s := get(t)
+	return dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(s.dynamoEndpoint),
+		Credentials:  credentials.NewStaticCredentialsProvider("local", "local", ""),
+	})
+}
+
+// DynamoDBEndpoint is the shared dynalite's URL.
+func DynamoDBEndpoint(t testing.TB) string { return get(t).dynamoEndpoint }
+
+// Table creates a fresh table with the product's schema and deletes it after the test.
+func Table(t testing.TB) (*dynamodb.Client, string) {
+	t.Helper()
+	client := DynamoDBClient(t)
+	name := Name("t")
+	if err := table.Create(context.Background(), client, name); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(func() {
+		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return client, name
+}
+
+// RESTConfig is the admin configuration of the shared API server.
+func RESTConfig(t testing.TB) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", get(t).kubeconfig)
+	if err != nil {
+		t.Fatalf("testenv: loading kubeconfig: %v", err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
+}
+
+// Kubeconfig is the path of the shared API server's admin kubeconfig.
+func Kubeconfig(t testing.TB) string { return get(t).kubeconfig }
+
+// Namespace creates a fresh namespace and deletes it (with everything in it) after the test.
+func Namespace(t testing.TB) (kubernetes.Interface, string) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(RESTConfig(t))
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	ns := Name("t")
+	_, err = cs.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("testenv: creating namespace: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	})
+	return cs, ns
+}

@@ -1,0 +1,471 @@
+// Package stack runs the local stack of real servers the product is tested and
+// demonstrated against: dynalite (the DynamoDB API, from npm) and a Kubernetes
+// control plane (etcd, kube-apiserver, kube-controller-manager, built from the Go
+// module proxy by local/kube-build.sh). Everything listens on 127.0.0.1 only.
+//
+// Up starts the servers and writes, in the stack's directory, a kubeconfig, an env
+// file and a state file naming their process ids; Down stops them in the order
+// controller-manager, apiserver, etcd, dynalite. Up is idempotent: when the state
+// file names a healthy stack, it is reused.
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options says where the stack lives and how its processes relate to the caller.
+type Options struct {
+	// Dir holds the stack's state: pki/, etcd/, dynamo/, logs/, kubeconfig, env, state.json.
+	Dir string
+	// Root is the repository root, where local/dynalite and local/kube-build.sh are.
+	Root string
+	// KubeBinDir, when set, holds prebuilt etcd, kube-apiserver and kube-controller-manager;
+	// otherwise local/kube-build.sh builds (or finds in its cache) them.
+	KubeBinDir string
+	// Detach lets the servers outlive the calling process (the `stack up` command);
+	// otherwise they are killed when it exits (tests).
+	Detach bool
+	// PersistDynamo keeps dynalite's data in Dir/dynamo across restarts (make run);
+	// otherwise it is in memory.
+	PersistDynamo bool
+	// Progress receives human-readable progress lines; nil discards them.
+	Progress io.Writer
+}
+
+// Stack is a running local stack.
+type Stack struct {
+	// DynamoEndpoint is dynalite's URL, e.g. http://127.0.0.1:41234.
+	DynamoEndpoint string `json:"dynamoEndpoint"`
+	// Kubeconfig is the path of an admin kubeconfig for the API server.
+	Kubeconfig string `json:"kubeconfig"`
+	// Procs are the servers, in start order.
+	Procs []Proc `json:"procs"`
+
+	dir  string
+	cmds []*exec.Cmd
+}
+
+// Proc names one server process of the stack.
+type Proc struct {
+	Name string `json:"name"`
+	PID  int    `json:"pid"`
+}
+
+const stateFile = "state.json"
+
+// Up starts the stack in opts.Dir, or returns the one already running there.
+func Up(ctx context.Context, opts Options) (*Stack, error) {
+	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("creating stack dir: %w", err)
+	}
+	if s, err := Load(opts.Dir); err == nil && s.healthy(ctx) == nil {
+		progress(opts, "stack: already running in %s", opts.Dir)
+		return s, nil
+	}
+	_ = Down(opts.Dir) // leftovers of a stack that is not healthy
+	bins, err := kubeBinaries(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{dir: opts.Dir}
+	if err := s.start(ctx, opts, bins); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	if err := s.save(); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) start(ctx context.Context, opts Options, bins string) error {
+	started := time.Now()
+	if err := s.startDynalite(ctx, opts); err != nil {
+		return err
+	}
+	p, err := newPKI(filepath.Join(opts.Dir, "pki"))
+	if err != nil {
+		return err
+	}
+	etcdURL, err := s.startEtcd(ctx, opts, bins)
+	if err != nil {
+		return err
+	}
+	if err := s.startAPIServer(ctx, opts, bins, p, etcdURL); err != nil {
+		return err
+	}
+	if err := s.startControllerManager(opts, bins); err != nil {
+		return err
+	}
+	progress(opts, "stack: ready in %.1fs (dynamodb %s, kubeconfig %s)", time.Since(started).Seconds(), s.DynamoEndpoint, s.Kubeconfig)
+	return nil
+}
+
+func (s *Stack) startDynalite(ctx context.Context, opts Options) error {
+	portFile := filepath.Join(opts.Dir, "dynalite.port")
+	_ = os.Remove(portFile)
+	args := []string{filepath.Join(opts.Root, "local", "dynalite", "server.js"), "--port-file", portFile}
+	if opts.PersistDynamo {
+		args = append(args, "--path", filepath.Join(opts.Dir, "dynamo"))
+	}
+	if err := s.spawn(opts, "dynalite", "node", args...); err != nil {
+		return err
+	}
+	var port string
+	err := poll(ctx, 20*time.Second, func() error {
+		raw, err := os.ReadFile(portFile)
+		if err != nil {
+			return s.exited("dynalite", err)
+		}
+		port = strings.TrimSpace(string(raw))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("starting dynalite (did `npm ci` run in local/dynalite?): %w", err)
+	}
+	s.DynamoEndpoint = "http://127.0.0.1:" + port
+	return nil
+}
+
+func (s *Stack) startEtcd(ctx context.Context, opts Options, bins string) (string, error) {
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
+	dataDir := filepath.Join(opts.Dir, "etcd")
+	_ = os.RemoveAll(dataDir) // the control plane starts empty; only DynamoDB data persists
+	err := s.spawn(opts, "etcd", filepath.Join(bins, "etcd"),
+		"--name=local", "--data-dir="+dataDir, "--unsafe-no-fsync",
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=local="+peerURL, "--log-level=warn")
+	if err != nil {
+		return "", err
+	}
+	err = poll(ctx, 30*time.Second, func() error {
+		resp, err := http.Get(clientURL + "/health")
+		if err != nil {
+			return s.exited("etcd", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("etcd health: %s", resp.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("starting etcd: %w", err)
+	}
+	return clientURL, nil
+}
+
+func (s *Stack) startAPIServer(ctx context.Context, opts Options, bins string, p *pki, etcdURL string) error {
+	port := freePort()
+	err := s.spawn(opts, "kube-apiserver", filepath.Join(bins, "kube-apiserver"),
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--tls-cert-file="+p.path("apiserver.crt"), "--tls-private-key-file="+p.path("apiserver.key"),
+		"--client-ca-file="+p.path("ca.crt"),
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file="+p.path("sa.pub"),
+		"--service-account-signing-key-file="+p.path("sa.key"),
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--disable-admission-plugins=ServiceAccount",
+		"--endpoint-reconciler-type=none",
+		"--enable-priority-and-fairness=false",
+		"--allow-privileged=true", "--profiling=false")
+	if err != nil {
+		return err
+	}
+	s.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+	if err := writeKubeconfig(s.Kubeconfig, "https://127.0.0.1:"+strconv.Itoa(port), p, "admin"); err != nil {
+		return err
+	}
+	if err := poll(ctx, 90*time.Second, func() error {
+		if err := s.apiReady(ctx); err != nil {
+			return s.exited("kube-apiserver", err)
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("starting kube-apiserver (log: %s): %w", s.logPath("kube-apiserver"), err)
+	}
+	return nil
+}
+
+func (s *Stack) startControllerManager(opts Options, bins string) error {
+	return s.spawn(opts, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+		"--kubeconfig="+s.Kubeconfig,
+		"--leader-elect=false", "--secure-port=0",
+		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller",
+		"--concurrent-statefulset-syncs=10",
+		"--use-service-account-credentials=false")
+}
+
+// apiReady asks the API server's /readyz with the admin credentials.
+func (s *Stack) apiReady(ctx context.Context) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.Timeout = 2 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building client: %w", err)
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("readyz: %w", err)
+	}
+	if string(body) != "ok" {
+		return fmt.Errorf("readyz: %s", body)
+	}
+	return nil
+}
+
+// healthy reports whether every process of a loaded stack is alive and serving.
+func (s *Stack) healthy(ctx context.Context) error {
+	for _, p := range s.Procs {
+		if !alive(p.PID) {
+			return fmt.Errorf("%s (pid %d) is not running", p.Name, p.PID)
+		}
+	}
+	resp, err := http.Get(s.DynamoEndpoint)
+	if err != nil {
+		return fmt.Errorf("dynalite: %w", err)
+	}
+	resp.Body.Close()
+	return s.apiReady(ctx)
+}
+
+func (s *Stack) spawn(opts Options, name, bin string, args ...string) error {
+	logf, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening %s log: %w", name, err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !opts.Detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	progress(opts, "stack: started %s (pid %d, log %s)", name, cmd.Process.Pid, s.logPath(name))
+	s.cmds = append(s.cmds, cmd)
+	s.Procs = append(s.Procs, Proc{Name: name, PID: cmd.Process.Pid})
+	return nil
+}
+
+// exited turns a readiness failure into a fatal one when the process has died.
+func (s *Stack) exited(name string, cause error) error {
+	for i, p := range s.Procs {
+		if p.Name == name && i < len(s.cmds) && !alive(p.PID) {
+			return stop{fmt.Errorf("%s exited (log %s): %w", name, s.logPath(name), cause)}
+		}
+	}
+	return cause
+}
+
+func (s *Stack) logPath(name string) string { return filepath.Join(s.dir, "logs", name+".log") }
+
+func (s *Stack) save() error {
+	raw, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding stack state: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(s.dir, stateFile), raw, 0o644); err != nil {
+		return fmt.Errorf("writing stack state: %w", err)
+	}
+	return os.WriteFile(filepath.Join(s.dir, "env"), []byte(s.EnvFile()), 0o644)
+}
+
+// Env is the environment a program needs to use the stack.
+func (s *Stack) Env() map[string]string {
+	return map[string]string{
+		"DYNAMODB_ENDPOINT":     s.DynamoEndpoint,
+		"KUBECONFIG":            s.Kubeconfig,
+		"AWS_REGION":            "us-east-1",
+		"AWS_ACCESS_KEY_ID":     "local",
+		"AWS_SECRET_ACCESS_KEY": "local",
+	}
+}
+
+// EnvFile renders Env as shell `export` lines, sorted.
+func (s *Stack) EnvFile() string {
+	keys := []string{"AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "DYNAMODB_ENDPOINT", "KUBECONFIG"}
+	var b strings.Builder
+	env := s.Env()
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, env[k])
+	}
+	return b.String()
+}
+
+// Load reads the state of a stack started in dir (it may have died since).
+func Load(dir string) (*Stack, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if err != nil {
+		return nil, fmt.Errorf("reading stack state: %w", err)
+	}
+	s := &Stack{dir: dir}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, fmt.Errorf("decoding %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	return s, nil
+}
+
+// Down stops the stack whose state is in dir, if any, and removes the state file.
+func Down(dir string) error {
+	s, err := Load(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return s.Stop()
+}
+
+// Stop terminates the stack's processes in reverse start order, each given 10 s
+// to exit after SIGTERM before SIGKILL, and removes the state file.
+func (s *Stack) Stop() error {
+	var errs []error
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		var cmd *exec.Cmd
+		if i < len(s.cmds) {
+			cmd = s.cmds[i]
+		}
+		if err := terminate(s.Procs[i], cmd); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.dir != "" {
+		_ = os.Remove(filepath.Join(s.dir, stateFile))
+	}
+	return errors.Join(errs...)
+}
+
+func terminate(p Proc, cmd *exec.Cmd) error {
+	if !alive(p.PID) {
+		return nil
+	}
+	_ = syscall.Kill(p.PID, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cmd != nil {
+			_ = cmd.Wait()
+			return
+		}
+		for alive(p.PID) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(p.PID, syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("%s (pid %d) ignored SIGTERM for 10s and was killed", p.Name, p.PID)
+	}
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// /proc/PID/stat: "pid (comm) S ..."; the state follows the last ')'.
+	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func kubeBinaries(ctx context.Context, opts Options) (string, error) {
+	if opts.KubeBinDir != "" {
+		return opts.KubeBinDir, nil
+	}
+	progress(opts, "stack: locating Kubernetes binaries (a cold build takes ~22 min; cached afterwards)")
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(opts.Root, "local", "kube-build.sh"))
+	cmd.Stderr = opts.Progress
+	if opts.Progress == nil {
+		cmd.Stderr = io.Discard
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("building Kubernetes binaries with local/kube-build.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func writeKubeconfig(path, server string, p *pki, user string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthority: p.path("ca.crt")}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: p.path(user + ".crt"), ClientKey: p.path(user + ".key")}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
+	cfg.CurrentContext = "local"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}
+
+// stop marks an error that no amount of polling will fix.
+type stop struct{ error }
+
+func (e stop) Unwrap() error { return e.error }
+
+func poll(ctx context.Context, limit time.Duration, try func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		err := try()
+		var fatal stop
+		if err == nil || errors.As(err, &fatal) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %w", limit, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("no free port on 127.0.0.1: %v", err))
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func progress(opts Options, format string, args ...any) {
+	if opts.Progress != nil {
+		fmt.Fprintf(opts.Progress, format+"\n", args...)
+	}
+}
