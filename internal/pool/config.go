@@ -1,0 +1,329 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// Defaults, as in ARC v0.22 where ARC has one.
+const (
+	// DefaultTriggerDuration is how long a reservation lives without news (ARC's default for webhook scaling).
+	DefaultTriggerDuration = 10 * time.Minute
+	// DefaultScaleDownDelay is ARC's scaleDownDelaySecondsAfterScaleOut default.
+	DefaultScaleDownDelay = 600 * time.Second
+	// MaxNameLength keeps `<name>-xxxxx-0` and the controller-revision-hash label within 63 characters.
+	MaxNameLength = 40
+)
+
+// Config is a pools file.
+type Config struct {
+	Pools []Pool `yaml:"pools"`
+
+	byRepo, byOrg, byEnterprise map[string][]*Pool
+}
+
+// Pool is one runner pool: where its runners register, which jobs they take, how
+// many may exist, and the pod they run in.
+type Pool struct {
+	Name         string   `yaml:"name"`
+	Enterprise   string   `yaml:"enterprise"`
+	Organization string   `yaml:"organization"`
+	Repository   string   `yaml:"repository"`
+	Group        string   `yaml:"group"`
+	Labels       []string `yaml:"labels"`
+	// Arch is the runner's architecture label (x64, arm64 or arm; default x64),
+	// implied like `self-hosted` and `linux`: the runner agent adds these itself.
+	Arch        string `yaml:"arch"`
+	Ephemeral   *bool  `yaml:"ephemeral"`
+	MinReplicas int    `yaml:"minReplicas"`
+	// MaxReplicas is required: an autoscaler with no ceiling is a bill with no ceiling.
+	MaxReplicas                        *int                `yaml:"maxReplicas"`
+	ScaleUpTriggers                    []ScaleUpTrigger    `yaml:"scaleUpTriggers"`
+	ScaleDownDelaySecondsAfterScaleOut *int                `yaml:"scaleDownDelaySecondsAfterScaleOut"`
+	ScheduledOverrides                 []ScheduledOverride `yaml:"scheduledOverrides"`
+	Kubernetes                         Kubernetes          `yaml:"kubernetes"`
+}
+
+// ScaleUpTrigger says how much capacity one queued job reserves and for how long.
+type ScaleUpTrigger struct {
+	Amount   *int     `yaml:"amount"`
+	Duration Duration `yaml:"duration"`
+}
+
+// ScheduledOverride replaces minReplicas between StartTime and EndTime, optionally recurring.
+type ScheduledOverride struct {
+	StartTime      Time            `yaml:"startTime"`
+	EndTime        Time            `yaml:"endTime"`
+	RecurrenceRule *RecurrenceRule `yaml:"recurrenceRule"`
+	MinReplicas    *int            `yaml:"minReplicas"`
+}
+
+// RecurrenceRule repeats an override's window with Frequency until UntilTime (if set).
+type RecurrenceRule struct {
+	Frequency string `yaml:"frequency"`
+	UntilTime Time   `yaml:"untilTime"`
+}
+
+// Frequencies a RecurrenceRule accepts (ARC's names).
+var Frequencies = []string{"Daily", "Weekly", "Monthly", "Yearly"}
+
+// Kubernetes says where and how runner pods run. Template and VolumeClaimTemplates
+// are raw YAML, decoded and validated by the sweeper (package runnerpod).
+type Kubernetes struct {
+	Namespace          string `yaml:"namespace"`
+	ServiceAccountName string `yaml:"serviceAccountName"`
+	// Image, when set, is the runner container's image (overrides the template's).
+	Image string `yaml:"image"`
+	// DockerEnabled adds a docker:dind sidecar named `docker` that the runner uses over TCP.
+	DockerEnabled bool `yaml:"dockerEnabled"`
+	// DockerdWithinRunnerContainer runs dockerd inside the (privileged) runner container instead.
+	DockerdWithinRunnerContainer bool      `yaml:"dockerdWithinRunnerContainer"`
+	Template                     yaml.Node `yaml:"template"`
+	VolumeClaimTemplates         yaml.Node `yaml:"volumeClaimTemplates"`
+}
+
+// Duration is a Go duration string in YAML ("90s", "30m", "1h30m").
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || n.Tag != "!!str" {
+		return fmt.Errorf("line %d: %q is not a duration like 30m or 1h30m", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Time is an RFC 3339 timestamp in YAML ("2026-01-05T08:00:00+01:00").
+type Time struct{ time.Time }
+
+// UnmarshalYAML parses an RFC 3339 timestamp.
+func (t *Time) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.Parse(time.RFC3339, n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not an RFC 3339 time like 2026-01-05T08:00:00+01:00", n.Line, n.Value)
+	}
+	t.Time = v
+	return nil
+}
+
+// Load reads and validates the pools file at path.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading pools config: %w", err)
+	}
+	cfg, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("pools config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes and validates a pools file.
+func Parse(raw []byte) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, errors.New("empty file: want a `pools:` list")
+	}
+	cfg := &Config{}
+	if err := decodeStrict(doc.Content[0], cfg, ""); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.index()
+	return cfg, nil
+}
+
+var (
+	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	arches       = []string{"x64", "arm64", "arm"}
+)
+
+func (c *Config) validate() error {
+	if len(c.Pools) == 0 {
+		return errors.New("pools: at least one pool is required")
+	}
+	names := map[string]int{}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
+		if j, dup := names[p.Name]; dup && p.Name != "" {
+			return fmt.Errorf("%s: name: duplicate of pools[%d]", where, j)
+		}
+		names[p.Name] = i
+		if p.Arch == "" {
+			p.Arch = "x64"
+		}
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	return nil
+}
+
+func (p *Pool) validate() error {
+	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateReplicas,
+		p.validateTriggers, p.validateOverrides, p.validateKubernetes}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *Pool) validateName() error {
+	if !dns1123Label.MatchString(p.Name) || len(p.Name) > MaxNameLength {
+		return fmt.Errorf("name: %q must be a DNS-1123 label (lower-case letters, digits, '-') of at most %d characters", p.Name, MaxNameLength)
+	}
+	return nil
+}
+
+func (p *Pool) validateScope() error {
+	if err := p.Scope().Validate(); err != nil {
+		return fmt.Errorf("enterprise/organization/repository: %w", err)
+	}
+	return nil
+}
+
+func (p *Pool) validateLabels() error {
+	for i, l := range p.Labels {
+		if strings.TrimSpace(l) == "" || strings.Contains(l, ",") {
+			return fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l)
+		}
+	}
+	if !slices.Contains(arches, p.Arch) {
+		return fmt.Errorf("arch: %q must be one of %v", p.Arch, arches)
+	}
+	return nil
+}
+
+func (p *Pool) validateReplicas() error {
+	if p.MinReplicas < 0 {
+		return fmt.Errorf("minReplicas: %d must be >= 0", p.MinReplicas)
+	}
+	if p.MaxReplicas == nil {
+		return errors.New("maxReplicas: required")
+	}
+	if *p.MaxReplicas < p.MinReplicas || *p.MaxReplicas < 1 {
+		return fmt.Errorf("maxReplicas: %d must be >= 1 and >= minReplicas (%d)", *p.MaxReplicas, p.MinReplicas)
+	}
+	if d := p.ScaleDownDelaySecondsAfterScaleOut; d != nil && *d < 0 {
+		return fmt.Errorf("scaleDownDelaySecondsAfterScaleOut: %d must be >= 0", *d)
+	}
+	return nil
+}
+
+func (p *Pool) validateTriggers() error {
+	if len(p.ScaleUpTriggers) > 1 {
+		return errors.New("scaleUpTriggers: at most one trigger (the workflow_job trigger) is supported")
+	}
+	for i, t := range p.ScaleUpTriggers {
+		if t.Amount != nil && *t.Amount < 1 {
+			return fmt.Errorf("scaleUpTriggers[%d].amount: %d must be >= 1", i, *t.Amount)
+		}
+		if t.Duration.Duration < 0 || (t.Duration.Duration > 0 && t.Duration.Duration < time.Minute) {
+			return fmt.Errorf("scaleUpTriggers[%d].duration: %s must be at least 1m", i, t.Duration.Duration)
+		}
+	}
+	return nil
+}
+
+func (p *Pool) validateOverrides() error {
+	for i, o := range p.ScheduledOverrides {
+		field := fmt.Sprintf("scheduledOverrides[%d]", i)
+		if o.StartTime.IsZero() || o.EndTime.IsZero() {
+			return fmt.Errorf("%s: startTime and endTime are required", field)
+		}
+		if !o.EndTime.After(o.StartTime.Time) {
+			return fmt.Errorf("%s.endTime: %s must be after startTime %s", field, o.EndTime.Format(time.RFC3339), o.StartTime.Format(time.RFC3339))
+		}
+		if o.MinReplicas == nil || *o.MinReplicas < 0 || *o.MinReplicas > *p.MaxReplicas {
+			return fmt.Errorf("%s.minReplicas: required, between 0 and maxReplicas (%d)", field, *p.MaxReplicas)
+		}
+		if r := o.RecurrenceRule; r != nil {
+			if !slices.Contains(Frequencies, r.Frequency) {
+				return fmt.Errorf("%s.recurrenceRule.frequency: %q must be one of %v", field, r.Frequency, Frequencies)
+			}
+			if !r.UntilTime.IsZero() && r.UntilTime.Before(o.StartTime.Time) {
+				return fmt.Errorf("%s.recurrenceRule.untilTime: before startTime", field)
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Pool) validateKubernetes() error {
+	k := p.Kubernetes
+	if !dns1123Label.MatchString(k.Namespace) {
+		return fmt.Errorf("kubernetes.namespace: %q must be a DNS-1123 label", k.Namespace)
+	}
+	if k.DockerEnabled && k.DockerdWithinRunnerContainer {
+		return errors.New("kubernetes: dockerEnabled (sidecar) and dockerdWithinRunnerContainer are mutually exclusive")
+	}
+	if k.Template.Kind == 0 && k.Image == "" {
+		return errors.New("kubernetes: either image or a template with a `runner` container is required")
+	}
+	return nil
+}
+
+// Scope is where the pool's runners register.
+func (p *Pool) Scope() scope.Scope {
+	return scope.Scope{Enterprise: p.Enterprise, Organization: p.Organization, Repository: p.Repository}
+}
+
+// IsEphemeral reports whether runners take one job and exit (the default).
+func (p *Pool) IsEphemeral() bool { return p.Ephemeral == nil || *p.Ephemeral }
+
+// Max is maxReplicas (validated to be set).
+func (p *Pool) Max() int { return *p.MaxReplicas }
+
+// ScaleDownDelay is scaleDownDelaySecondsAfterScaleOut, or its default.
+func (p *Pool) ScaleDownDelay() time.Duration {
+	if p.ScaleDownDelaySecondsAfterScaleOut == nil {
+		return DefaultScaleDownDelay
+	}
+	return time.Duration(*p.ScaleDownDelaySecondsAfterScaleOut) * time.Second
+}
+
+// Trigger is the capacity one job reserves and how long the reservation lives.
+func (p *Pool) Trigger() (amount int, duration time.Duration) {
+	amount, duration = 1, DefaultTriggerDuration
+	if len(p.ScaleUpTriggers) == 0 {
+		return amount, duration
+	}
+	t := p.ScaleUpTriggers[0]
+	if t.Amount != nil {
+		amount = *t.Amount
+	}
+	if t.Duration.Duration > 0 {
+		duration = t.Duration.Duration
+	}
+	return amount, duration
+}
+
+// Pool returns the pool named name, or nil.
+func (c *Config) Pool(name string) *Pool {
+	for i := range c.Pools {
+		if c.Pools[i].Name == name {
+			return &c.Pools[i]
+		}
+	}
+	return nil
+}
