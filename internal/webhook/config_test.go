@@ -1,0 +1,56 @@
+package webhook_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/webhook"
+)
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Parallel()
+	good := map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "/p.yaml", "WEBHOOK_SECRET_ARN": "arn:aws:secretsmanager:eu-west-1:1:secret:s"}
+	cases := []struct {
+		name   string
+		change map[string]string
+		want   string
+	}{
+		{"valid", nil, ""},
+		{"no table", map[string]string{"TABLE_NAME": ""}, "TABLE_NAME is required"},
+		{"no pools", map[string]string{"POOLS_CONFIG": ""}, "POOLS_CONFIG is required"},
+		{"no secret", map[string]string{"WEBHOOK_SECRET_ARN": ""}, "WEBHOOK_SECRET_ARN is required"},
+		{"two secrets", map[string]string{"WEBHOOK_SECRET": "s3cr3t-value"}, "set only one of WEBHOOK_SECRET_ARN and WEBHOOK_SECRET"},
+		{"secret not an ARN", map[string]string{"WEBHOOK_SECRET_ARN": "my-secret"}, `WEBHOOK_SECRET_ARN "my-secret" is not an ARN`},
+		{"endpoint not a URL", map[string]string{"DYNAMODB_ENDPOINT": "localhost:8000"}, `DYNAMODB_ENDPOINT "localhost:8000" is not a URL`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{}
+			for k, v := range good {
+				env[k] = v
+			}
+			for k, v := range tc.change {
+				env[k] = v
+			}
+			_, err := webhook.ConfigFromEnv(func(k string) string { return env[k] })
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "s3cr3t-value") {
+				t.Fatalf("error leaks the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestConfigLogValueRedactsSecret(t *testing.T) {
+	t.Parallel()
+	c := webhook.Config{TableName: "t", WebhookSecret: "s3cr3t-value"}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("cfg", "config", c)
+	if strings.Contains(b.String(), "s3cr3t-value") || !strings.Contains(b.String(), "[redacted]") {
+		t.Fatalf("log %q must redact the secret", b.String())
+	}
+}

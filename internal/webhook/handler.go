@@ -1,0 +1,281 @@
+// Package webhook turns signed GitHub `workflow_job` deliveries into capacity
+// reservations. It serves API Gateway HTTP API (payload 2.0) and Lambda Function URL
+// events — both use the same 2.0 shape — and, through HTTPHandler, plain HTTP for
+// the local stack.
+//
+// Responses follow DESIGN §5: 401 for a missing or wrong signature, 400 for a body
+// that is too large, not JSON, or a job without id or labels, 200 for ping, 202 for
+// events and jobs that reserve nothing (other events, `waiting`, no matching pool),
+// 200 once a reservation write is durable, and 503 when DynamoDB fails after the
+// SDK's retries, so that GitHub records a failed delivery the user can redeliver.
+// Nothing is written before the signature is verified. Neither the secret nor the
+// payload is ever logged.
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/go-github/v88/github"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+)
+
+// DefaultMaxBody caps the request body. workflow_job payloads are tens of KB (GitHub
+// itself caps deliveries at 25 MB; API Gateway at 10 MB); 1 MiB leaves ample room.
+const DefaultMaxBody = 1 << 20
+
+// Recorder stores a delivery's effect (reservation.Store).
+type Recorder interface {
+	Record(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
+}
+
+// Nudger asks the sweeper to reconcile one pool now. An error is logged; it never
+// fails the delivery, since the sweeper's schedule is the backstop.
+type Nudger interface {
+	Nudge(ctx context.Context, pool string) error
+}
+
+// Handler handles webhook deliveries. Build it with New.
+type Handler struct {
+	secret  []byte
+	pools   *pool.Config
+	store   Recorder
+	nudger  Nudger
+	clock   clock.PassiveClock
+	log     *slog.Logger
+	maxBody int
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithNudger sets who is nudged after a queued job is recorded (default: nobody).
+func WithNudger(n Nudger) Option { return func(h *Handler) { h.nudger = n } }
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// WithClock sets the clock used to measure handling time (default: real).
+func WithClock(c clock.PassiveClock) Option { return func(h *Handler) { h.clock = c } }
+
+// WithMaxBody sets the body size cap in bytes (default DefaultMaxBody).
+func WithMaxBody(n int) Option { return func(h *Handler) { h.maxBody = n } }
+
+// New returns a handler that verifies deliveries with secret, routes them with
+// pools and records them in store.
+func New(secret []byte, pools *pool.Config, store Recorder, opts ...Option) *Handler {
+	h := &Handler{secret: secret, pools: pools, store: store, clock: clock.RealClock{},
+		log: slog.New(slog.DiscardHandler), maxBody: DefaultMaxBody}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// Response is the handler's answer: an HTTP status and a one-line reason.
+type Response struct {
+	Status int
+	Reason string
+}
+
+// Handle serves an API Gateway HTTP API or Function URL event (payload format 2.0).
+func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	body := []byte(req.Body)
+	var resp Response
+	if req.IsBase64Encoded {
+		decoded, err := base64.StdEncoding.DecodeString(req.Body)
+		if err != nil {
+			resp = Response{http.StatusBadRequest, "body is flagged base64 but is not valid base64"}
+			h.log.WarnContext(ctx, "webhook delivery", "status", resp.Status, "reason", resp.Reason)
+		}
+		body = decoded
+	}
+	if resp.Status == 0 {
+		resp = h.Serve(ctx, req.Headers, body)
+	}
+	return events.APIGatewayV2HTTPResponse{
+		StatusCode: resp.Status,
+		Headers:    map[string]string{"Content-Type": "text/plain; charset=utf-8"},
+		Body:       resp.Reason + "\n",
+	}, nil
+}
+
+// header looks name up case-insensitively (API Gateway lower-cases header names;
+// other callers may not).
+func header(hs map[string]string, name string) string {
+	if v, ok := hs[name]; ok {
+		return v
+	}
+	for k, v := range hs {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// Serve handles one delivery given its headers and raw body.
+func (h *Handler) Serve(ctx context.Context, hdr map[string]string, body []byte) Response {
+	start := h.clock.Now()
+	event, delivery := header(hdr, "X-GitHub-Event"), header(hdr, "X-GitHub-Delivery")
+	log := h.log.With("delivery", delivery, "event", event)
+	resp, attrs := h.serve(ctx, event, delivery, header(hdr, "X-Hub-Signature-256"), body)
+	level := slog.LevelInfo
+	if resp.Status >= 500 {
+		level = slog.LevelError
+	} else if resp.Status >= 400 {
+		level = slog.LevelWarn
+	}
+	attrs = append(attrs, slog.Int("status", resp.Status), slog.String("reason", resp.Reason),
+		slog.Duration("took", h.clock.Since(start)))
+	log.LogAttrs(ctx, level, "webhook delivery", attrs...)
+	return resp
+}
+
+func (h *Handler) serve(ctx context.Context, event, delivery, signature string, body []byte) (Response, []slog.Attr) {
+	if len(body) > h.maxBody {
+		return Response{http.StatusBadRequest, fmt.Sprintf("body is %d bytes, over the %d-byte limit", len(body), h.maxBody)}, nil
+	}
+	if signature == "" {
+		return Response{http.StatusUnauthorized, "missing X-Hub-Signature-256"}, nil
+	}
+	if err := github.ValidateSignature(signature, body, h.secret); err != nil {
+		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body"}, nil
+	}
+	switch event {
+	case "":
+		return Response{http.StatusBadRequest, "missing X-GitHub-Event"}, nil
+	case "ping":
+		if !json.Valid(body) {
+			return Response{http.StatusBadRequest, "body is not valid JSON"}, nil
+		}
+		return Response{http.StatusOK, "pong"}, nil
+	case "workflow_job":
+		return h.workflowJob(ctx, delivery, body)
+	default:
+		return Response{http.StatusAccepted, "ignored: event " + event + " is not workflow_job"}, nil
+	}
+}
+
+func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte) (Response, []slog.Attr) {
+	job, err := parseJob(body)
+	if err != nil {
+		return Response{http.StatusBadRequest, err.Error()}, nil
+	}
+	attrs := []slog.Attr{slog.String("action", job.action), slog.Int64("job", job.id),
+		slog.String("repository", job.route.Repository), slog.Any("labels", job.route.Labels)}
+	state, ok := reservation.ParseState(job.action)
+	if !ok {
+		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
+	}
+	p, why := h.pools.Route(job.route)
+	if p == nil {
+		return Response{http.StatusAccepted, "no matching pool: " + why}, attrs
+	}
+	attrs = append(attrs, slog.String("pool", p.Name))
+	amount, duration := p.Trigger()
+	outcome, err := h.store.Record(ctx, reservation.Delivery{
+		Pool: p.Name, JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
+		State: state, Amount: amount, Duration: duration,
+	})
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return Response{http.StatusServiceUnavailable, "storing the reservation failed; redeliver later"}, attrs
+	}
+	attrs = append(attrs, slog.String("outcome", outcome.String()))
+	if state == reservation.Queued && outcome == reservation.Applied {
+		attrs = append(attrs, h.nudge(ctx, p.Name))
+	}
+	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
+}
+
+// nudge asks the sweeper for a reconcile; its failure only shows in the log line.
+func (h *Handler) nudge(ctx context.Context, pool string) slog.Attr {
+	if h.nudger == nil {
+		return slog.String("nudge", "off")
+	}
+	if err := h.nudger.Nudge(ctx, pool); err != nil {
+		return slog.String("nudge", "failed: "+err.Error())
+	}
+	return slog.String("nudge", "sent")
+}
+
+type job struct {
+	id, runID int64
+	action    string
+	route     pool.Job
+}
+
+// payload is the part of a workflow_job delivery the handler reads. go-github's
+// WorkflowJobEvent lacks the enterprise, and decoding only these fields is cheaper.
+type payload struct {
+	Action      string `json:"action"`
+	WorkflowJob *struct {
+		ID     int64    `json:"id"`
+		RunID  int64    `json:"run_id"`
+		Labels []string `json:"labels"`
+	} `json:"workflow_job"`
+	Repository struct {
+		FullName string `json:"full_name"`
+		Owner    struct {
+			Login string `json:"login"`
+			Type  string `json:"type"`
+		} `json:"owner"`
+	} `json:"repository"`
+	Organization struct {
+		Login string `json:"login"`
+	} `json:"organization"`
+	Enterprise struct {
+		Slug string `json:"slug"`
+	} `json:"enterprise"`
+}
+
+func parseJob(body []byte) (job, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return job{}, fmt.Errorf("body is not a workflow_job payload: %s", jsonProblem(err))
+	}
+	wj := p.WorkflowJob
+	switch {
+	case p.Action == "":
+		return job{}, errors.New("workflow_job payload has no action")
+	case wj == nil || wj.ID == 0:
+		return job{}, errors.New("workflow_job payload has no workflow_job.id")
+	case len(wj.Labels) == 0:
+		return job{}, fmt.Errorf("workflow_job %d has no labels", wj.ID)
+	case p.Repository.FullName == "":
+		return job{}, fmt.Errorf("workflow_job %d payload has no repository.full_name", wj.ID)
+	}
+	org := p.Organization.Login
+	if org == "" && p.Repository.Owner.Type == "Organization" {
+		org = p.Repository.Owner.Login
+	}
+	return job{
+		id: wj.ID, runID: wj.RunID, action: p.Action,
+		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
+			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
+	}, nil
+}
+
+// jsonProblem describes a decoding error in one line without echoing the payload.
+func jsonProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("invalid JSON at byte %d", syntax.Offset)
+	case errors.As(err, &typ):
+		return fmt.Sprintf("field %s has the wrong type (%s, want %s)", typ.Field, typ.Value, typ.Type)
+	}
+	return "invalid JSON"
+}
