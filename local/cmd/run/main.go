@@ -1,0 +1,88 @@
+// Command run is `make run`: it brings up the local stack (dynalite, etcd,
+// kube-apiserver, kube-controller-manager), creates the table, and serves the real
+// webhook handler over HTTP on 127.0.0.1 with the local pools, until Ctrl-C, which
+// stops everything.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/table"
+	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "run:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	poolsFile := flag.String("pools", "local/pools.yaml", "pools config file")
+	addr := flag.String("listen", "127.0.0.1:8080", "address of the webhook endpoint")
+	secret := flag.String("secret", "local-webhook-secret", "webhook secret (the one local/events are signed with)")
+	tableName := flag.String("table", "runnerscaler", "DynamoDB table on the local dynalite")
+	flag.Parse()
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
+
+	pools, err := pool.Load(*poolsFile)
+	if err != nil {
+		return err
+	}
+	root, _ := os.Getwd()
+	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, PersistDynamo: true,
+		KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN"), Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "run: stopping the local stack")
+		_ = s.Stop()
+	}()
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.DynamoEndpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+	if err := table.Create(ctx, db, *tableName); err != nil {
+		return err
+	}
+	store := reservation.New(db, *tableName, clock.RealClock{})
+	h := webhook.New([]byte(*secret), pools, store, webhook.WithLogger(log))
+
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhook", h.HTTPHandler())
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	fmt.Fprintf(os.Stderr, "\nrun: webhook on http://%s/webhook (secret %q), pools %s, table %s\n"+
+		"run: KUBECONFIG=%s  DYNAMODB_ENDPOINT=%s\nrun: Ctrl-C stops everything\n\n",
+		ln.Addr(), *secret, *poolsFile, *tableName, s.Kubeconfig, s.DynamoEndpoint)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
