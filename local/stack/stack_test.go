@@ -114,7 +114,7 @@ func statefulSet(ns, name string) *appsv1.StatefulSet {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner:test"}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "runner", Image: "runner:test"}}},
 			},
 		},
 	}
