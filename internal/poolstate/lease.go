@@ -1,0 +1,209 @@
+package poolstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"k8s.io/utils/clock"
+)
+
+// ErrLeaseHeld means another sweeper holds the pool's lease.
+var ErrLeaseHeld = errors.New("lease held by another sweeper")
+
+// ErrLeaseLost means the lease expired and someone else took it: stop reconciling.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Leases hands out per-pool leases. A lease is a conditional write on the pool's
+// LEASE item: it may be taken when absent, released, or expired.
+//
+// Nudges that find the lease taken are not lost: MarkDirty increments a counter on
+// the held lease, and Release refuses to let go while the counter differs from what
+// the holder saw at its last (re)start, so the holder sweeps again.
+type Leases struct {
+	db     API
+	table  string
+	clock  clock.PassiveClock
+	length time.Duration
+}
+
+// NewLeases returns leases of the given length (keep it well under the Lambda timeout).
+func NewLeases(db API, tableName string, clk clock.PassiveClock, length time.Duration) *Leases {
+	return &Leases{db: db, table: tableName, clock: clk, length: length}
+}
+
+// Lease is a held lease.
+type Lease struct {
+	leases *Leases
+	Pool   string
+	Holder string
+	Until  time.Time
+	// dirty is the dirty counter the holder has accounted for.
+	dirty int64
+}
+
+// HeldError says who holds a lease and until when.
+type HeldError struct {
+	Pool, Holder string
+	Until        time.Time
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("pool %s: lease held by %s until %s", e.Pool, e.Holder, e.Until.Format(time.RFC3339Nano))
+}
+
+// Is makes errors.Is(err, ErrLeaseHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// Acquire takes the pool's lease for holder. It fails with a *HeldError (matching
+// ErrLeaseHeld) when someone else holds an unexpired lease.
+func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, error) {
+	now := l.clock.Now()
+	until := now.Add(l.length)
+	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(l.table),
+		Key:                 itemKey(pool, "LEASE"),
+		UpdateExpression:    aws.String("SET #holder = :me, #until = :until, #acquired = :now"),
+		ConditionExpression: aws.String("attribute_not_exists(#holder) OR #holder = :none OR #until <= :now OR #holder = :me"),
+		ExpressionAttributeNames: map[string]string{
+			"#holder": "holder", "#until": "until", "#acquired": "acquiredAt",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":me": str(holder), ":none": str(""), ":until": millis(until), ":now": millis(now),
+		},
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil, l.heldError(ctx, pool)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("acquiring lease of pool %s: %w", pool, err)
+	}
+	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: intAttr(out.Attributes, "dirty")}, nil
+}
+
+// heldError reads who holds the lease (dynalite ignores ReturnValuesOnConditionCheckFailure).
+func (l *Leases) heldError(ctx context.Context, pool string) error {
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(pool, "LEASE"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return fmt.Errorf("pool %s: %w (reading holder: %v)", pool, ErrLeaseHeld, err)
+	}
+	e := &HeldError{Pool: pool}
+	if v, ok := out.Item["holder"].(*types.AttributeValueMemberS); ok {
+		e.Holder = v.Value
+	}
+	e.Until = time.UnixMilli(intAttr(out.Item, "until")).UTC()
+	return e
+}
+
+// MarkDirty records that pool needs another sweep. It succeeds only while someone
+// holds an unexpired lease (who will then sweep again before releasing); it returns
+// false when the lease is free, and the caller should try to Acquire instead.
+func (l *Leases) MarkDirty(ctx context.Context, pool string) (bool, error) {
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(l.table),
+		Key:                      itemKey(pool, "LEASE"),
+		UpdateExpression:         aws.String("ADD #dirty :one"),
+		ConditionExpression:      aws.String("#holder <> :none AND #until > :now"),
+		ExpressionAttributeNames: map[string]string{"#dirty": "dirty", "#holder": "holder", "#until": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":one": num(1), ":none": str(""), ":now": millis(l.clock.Now()),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("marking pool %s dirty: %w", pool, err)
+	}
+	return true, nil
+}
+
+// Renew extends the lease by its length from now. ErrLeaseLost means it expired
+// and was taken: the caller must stop writing on the pool's behalf.
+func (le *Lease) Renew(ctx context.Context) error {
+	l := le.leases
+	until := l.clock.Now().Add(l.length)
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.table),
+		Key:                       itemKey(le.Pool, "LEASE"),
+		UpdateExpression:          aws.String("SET #until = :until"),
+		ConditionExpression:       aws.String("#holder = :me"),
+		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":until": millis(until), ":me": str(le.Holder)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("renewing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("renewing lease of pool %s: %w", le.Pool, err)
+	}
+	le.Until = until
+	return nil
+}
+
+// Release gives the lease up, unless nudges marked the pool dirty since the holder
+// last accounted for them: then it keeps the lease, accounts for them, and returns
+// again=true — the caller sweeps once more and calls Release again.
+func (le *Lease) Release(ctx context.Context) (again bool, err error) {
+	l := le.leases
+	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(l.table),
+		Key:                      itemKey(le.Pool, "LEASE"),
+		UpdateExpression:         aws.String("SET #holder = :none, #until = :zero"),
+		ConditionExpression:      aws.String("#holder = :me AND (attribute_not_exists(#dirty) OR #dirty = :seen)"),
+		ExpressionAttributeNames: map[string]string{"#holder": "holder", "#until": "until", "#dirty": "dirty"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":none": str(""), ":zero": num(0), ":me": str(le.Holder), ":seen": num(le.dirty),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return le.reconcileDirty(ctx)
+	case err != nil:
+		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
+	}
+	return false, nil
+}
+
+// reconcileDirty runs after a refused release: either nudges arrived (sweep again)
+// or the lease is no longer ours.
+func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
+	l := le.leases
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool, "LEASE"), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false, fmt.Errorf("reading lease of pool %s: %w", le.Pool, err)
+	}
+	if h, _ := out.Item["holder"].(*types.AttributeValueMemberS); h == nil || h.Value != le.Holder {
+		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+	}
+	le.dirty = intAttr(out.Item, "dirty")
+	return true, le.Renew(ctx)
+}
+
+func intAttr(item map[string]types.AttributeValue, name string) int64 {
+	v, ok := item[name].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.ParseInt(v.Value, 10, 64)
+	return n
+}
+
+func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
+
+func num(n int64) *types.AttributeValueMemberN {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func millis(t time.Time) *types.AttributeValueMemberN { return num(t.UnixMilli()) }

@@ -1,0 +1,161 @@
+package poolstate_test
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func TestStatusOptimisticConcurrency(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	s := poolstate.NewStore(db, name)
+	st, err := s.Get(t.Context(), "p")
+	if err != nil || st.Version != 0 || st.Desired != 0 {
+		t.Fatalf("unswept pool: %+v, %v", st, err)
+	}
+	st.Desired, st.LastScaleOut, st.Phases, st.Reason = 3, t0, map[string]int{"running": 2}, "scale out 0 -> 3"
+	written, err := s.Put(t.Context(), st)
+	if err != nil || written.Version != 1 {
+		t.Fatalf("first put: %+v, %v", written, err)
+	}
+	// A writer that read version 0 loses.
+	if _, err := s.Put(t.Context(), st); !errors.Is(err, poolstate.ErrConflict) {
+		t.Fatalf("stale put: %v, want ErrConflict", err)
+	}
+	got, err := s.Get(t.Context(), "p")
+	if err != nil || got.Desired != 3 || !got.LastScaleOut.Equal(t0) || got.Phases["running"] != 2 || got.Version != 1 {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	got.Desired = 1
+	if w, err := s.Put(t.Context(), got); err != nil || w.Version != 2 {
+		t.Fatalf("second put: %+v, %v", w, err)
+	}
+	if _, err := s.Put(t.Context(), written); !errors.Is(err, poolstate.ErrConflict) {
+		t.Fatalf("put at version 1 after version 2: %v, want ErrConflict", err)
+	}
+}
+
+func newLeases(t *testing.T) (*poolstate.Leases, *clocktesting.FakePassiveClock) {
+	t.Helper()
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	return poolstate.NewLeases(db, name, clk, 30*time.Second), clk
+}
+
+// TestLeaseExclusive runs 8 concurrent acquisitions of one pool: exactly one wins.
+func TestLeaseExclusive(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			_, err := leases.Acquire(t.Context(), "p", string(rune('a'+i)))
+			switch {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, poolstate.ErrLeaseHeld):
+				t.Errorf("acquire: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d sweepers got the lease, want exactly 1", won.Load())
+	}
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
+	leases, clk := newLeases(t)
+	ctx := t.Context()
+	a, err := leases.Acquire(ctx, "p", "req-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = leases.Acquire(ctx, "p", "req-b")
+	var held *poolstate.HeldError
+	if !errors.As(err, &held) || held.Holder != "req-a" || !held.Until.Equal(t0.Add(30*time.Second)) {
+		t.Fatalf("second acquire: %v, want held by req-a until +30s", err)
+	}
+	// Another pool is independent.
+	if _, err := leases.Acquire(ctx, "q", "req-b"); err != nil {
+		t.Fatalf("other pool: %v", err)
+	}
+	// Renewal keeps it past the first expiry.
+	clk.SetTime(t0.Add(20 * time.Second))
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(40 * time.Second))
+	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, poolstate.ErrLeaseHeld) {
+		t.Fatalf("acquire of a renewed lease: %v, want held", err)
+	}
+	// Expired: taken over; the old holder learns it lost the lease.
+	clk.SetTime(t0.Add(50 * time.Second))
+	b, err := leases.Acquire(ctx, "p", "req-b")
+	if err != nil {
+		t.Fatalf("take-over of an expired lease: %v", err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
+		t.Fatalf("renew by the old holder: %v, want ErrLeaseLost", err)
+	}
+	if _, err := a.Release(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
+		t.Fatalf("release by the old holder: %v, want ErrLeaseLost", err)
+	}
+	// Release lets the next one in.
+	if again, err := b.Release(ctx); err != nil || again {
+		t.Fatalf("release: again=%v err=%v", again, err)
+	}
+	if _, err := leases.Acquire(ctx, "p", "req-c"); err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+}
+
+// TestDirtyNudgeIsNotLost: a nudge that finds the lease held marks the pool dirty;
+// the holder's release then asks for one more sweep, and the next release succeeds.
+func TestDirtyNudgeIsNotLost(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	ctx := t.Context()
+	if ok, err := leases.MarkDirty(ctx, "p"); err != nil || ok {
+		t.Fatalf("MarkDirty with no holder = %v, %v; want false (acquire instead)", ok, err)
+	}
+	a, err := leases.Acquire(ctx, "p", "req-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := leases.MarkDirty(ctx, "p"); err != nil || !ok {
+		t.Fatalf("MarkDirty while held = %v, %v", ok, err)
+	}
+	again, err := a.Release(ctx)
+	if err != nil || !again {
+		t.Fatalf("release after a nudge: again=%v err=%v; want again", again, err)
+	}
+	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, poolstate.ErrLeaseHeld) {
+		t.Fatalf("lease must still be held while the holder sweeps again: %v", err)
+	}
+	if again, err := a.Release(ctx); err != nil || again {
+		t.Fatalf("second release: again=%v err=%v", again, err)
+	}
+	// A dirty mark made before acquisition is already accounted for.
+	b, err := leases.Acquire(ctx, "p", "req-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := b.Release(ctx); err != nil || again {
+		t.Fatalf("release with no new nudge: again=%v err=%v", again, err)
+	}
+}

@@ -1,0 +1,121 @@
+// Package poolstate keeps what the sweeper knows of each pool between invocations,
+// in the same DynamoDB table as the reservations:
+//
+//   - the status item (PK=POOL#<pool>, SK=STATUS): the last decision, the last
+//     scale-out and sync times, and runner counts by phase — what ARC kept in the
+//     HorizontalRunnerAutoscaler status — written with optimistic concurrency;
+//   - the lease item (PK=POOL#<pool>, SK=LEASE): who may reconcile the pool now,
+//     so that a scheduled sweep and a nudge never reconcile one pool at once.
+package poolstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/table"
+)
+
+// ErrConflict means the status item changed since it was read (another writer won).
+var ErrConflict = errors.New("pool status changed since it was read")
+
+// API is the part of the DynamoDB client this package uses.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// Status is the pool status item.
+type Status struct {
+	Pool    string `dynamodbav:"pool"`
+	Desired int    `dynamodbav:"desired"`
+	// LastScaleOut is when desired last increased (start of the scale-down delay).
+	LastScaleOut time.Time `dynamodbav:"lastScaleOut"`
+	// LastSync is when the sweeper last created runners (ARC's sync time, compared
+	// with the reservations' effective time for ephemeral pools).
+	LastSync time.Time `dynamodbav:"lastSync"`
+	// Phases counts runners by phase (pending, running, completed, terminating, ...).
+	Phases map[string]int `dynamodbav:"phases"`
+	// DecidedAt and Reason describe the last decision.
+	DecidedAt time.Time `dynamodbav:"decidedAt"`
+	Reason    string    `dynamodbav:"reason"`
+	// NextChange is when the decision may change with no new delivery (zero: none).
+	NextChange time.Time `dynamodbav:"nextChange"`
+	// Version increments on every write; a write must name the version it read.
+	Version int64 `dynamodbav:"version"`
+}
+
+// Store reads and writes pool status items.
+type Store struct {
+	db    API
+	table string
+}
+
+// NewStore returns a status store over tableName.
+func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+
+func itemKey(pool, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		table.PartitionKey: &types.AttributeValueMemberS{Value: reservation.PoolKey(pool)},
+		table.SortKey:      &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// Get returns the pool's status; a pool never swept has the zero Status (version 0).
+func (s *Store) Get(ctx context.Context, pool string) (Status, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: itemKey(pool, "STATUS"), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Status{}, fmt.Errorf("reading status of pool %s: %w", pool, err)
+	}
+	st := Status{Pool: pool}
+	if out.Item == nil {
+		return st, nil
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, &st); err != nil {
+		return Status{}, fmt.Errorf("decoding status of pool %s: %w", pool, err)
+	}
+	return st, nil
+}
+
+// Put writes st if the stored version is still st.Version (absent for version 0)
+// and returns the status as written, with its new version. ErrConflict means
+// someone else wrote first; re-read and decide again.
+func (s *Store) Put(ctx context.Context, st Status) (Status, error) {
+	read := st.Version
+	st.Version++
+	item, err := attributevalue.MarshalMap(st)
+	if err != nil {
+		return Status{}, fmt.Errorf("encoding status of pool %s: %w", st.Pool, err)
+	}
+	for k, v := range itemKey(st.Pool, "STATUS") {
+		item[k] = v
+	}
+	cond, values := "attribute_not_exists(#v)", map[string]types.AttributeValue(nil)
+	if read > 0 {
+		cond = "#v = :read"
+		values = map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(read, 10)}}
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: map[string]string{"#v": "version"}, ExpressionAttributeValues: values,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return Status{}, fmt.Errorf("writing status of pool %s at version %d: %w", st.Pool, read, ErrConflict)
+	case err != nil:
+		return Status{}, fmt.Errorf("writing status of pool %s: %w", st.Pool, err)
+	}
+	return st, nil
+}

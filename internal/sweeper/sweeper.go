@@ -1,0 +1,306 @@
+// Package sweeper is the sweeper Lambda's logic: for every pool (a scheduled event)
+// or one pool (a nudge from the webhook), under that pool's lease, it reads the
+// active reservations and the last status, decides the desired runner count
+// (package scaling), lets the reconciler bring the pool's runners in line, and
+// writes the new status. It holds no state between invocations: everything it
+// needs is in DynamoDB (and, for the reconciler, in Kubernetes annotations).
+package sweeper
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+)
+
+// Reservations is what the sweeper needs of the reservation store.
+type Reservations interface {
+	Active(ctx context.Context, pool string) ([]reservation.Reservation, error)
+	Extend(ctx context.Context, pool string, jobID int64, until time.Time) (bool, error)
+}
+
+// StatusStore reads and writes pool status items (poolstate.Store).
+type StatusStore interface {
+	Get(ctx context.Context, pool string) (poolstate.Status, error)
+	Put(ctx context.Context, st poolstate.Status) (poolstate.Status, error)
+}
+
+// Reconciler brings a pool's runners in line with a decision, and records what it
+// observed and did in st (Phases, LastSync). An error leaves the pool for the next
+// sweep; every step must be safe to repeat.
+type Reconciler interface {
+	Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error
+}
+
+// Options tune a Sweeper; zero values take the defaults.
+type Options struct {
+	// Parallelism bounds how many pools a scheduled sweep reconciles at once (default 4).
+	Parallelism int
+	// ExtendWithin: reservations of queued jobs in a saturated pool that expire within
+	// this window are extended by the trigger's duration (default 5m).
+	ExtendWithin time.Duration
+	// MaxWait: a queued job older than this is no longer extended (default 24h); its
+	// `completed` delivery was probably lost.
+	MaxWait time.Duration
+	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
+	// arrived while it held the lease (default 5).
+	MaxRounds int
+}
+
+// Sweeper sweeps pools. Build it with New.
+type Sweeper struct {
+	pools        *pool.Config
+	reservations Reservations
+	status       StatusStore
+	leases       *poolstate.Leases
+	reconciler   Reconciler
+	clock        clock.PassiveClock
+	log          *slog.Logger
+	opts         Options
+}
+
+// New returns a sweeper. reconciler may be nil: the sweeper then decides and
+// records desired counts without touching Kubernetes.
+func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, reconciler Reconciler,
+	clk clock.PassiveClock, log *slog.Logger, opts Options) *Sweeper {
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = 4
+	}
+	if opts.ExtendWithin <= 0 {
+		opts.ExtendWithin = 5 * time.Minute
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = 24 * time.Hour
+	}
+	if opts.MaxRounds <= 0 {
+		opts.MaxRounds = 5
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sweeper{pools: pools, reservations: rs, status: status, leases: leases, reconciler: reconciler,
+		clock: clk, log: log, opts: opts}
+}
+
+// Event is what the sweeper accepts: an EventBridge scheduled event (all pools)
+// or a nudge {"pool":"<name>"} (one pool).
+type Event struct {
+	Pool       string `json:"pool"`
+	Source     string `json:"source"`
+	DetailType string `json:"detail-type"`
+}
+
+// Report summarises one invocation.
+type Report struct {
+	Swept   []string `json:"swept"`
+	Skipped []string `json:"skipped,omitempty"`
+	Failed  []string `json:"failed,omitempty"`
+}
+
+// Handle serves one invocation. It returns an error when the event is not one it
+// knows, or when a pool could not be swept (the next sweep retries it).
+func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
+	holder := holderID(ctx)
+	switch {
+	case ev.Pool != "":
+		p := s.pools.Pool(ev.Pool)
+		if p == nil {
+			return Report{}, fmt.Errorf("nudge for unknown pool %q", ev.Pool)
+		}
+		return s.report(s.sweepAll(ctx, []*pool.Pool{p}, holder, true))
+	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
+		all := make([]*pool.Pool, len(s.pools.Pools))
+		for i := range s.pools.Pools {
+			all[i] = &s.pools.Pools[i]
+		}
+		return s.report(s.sweepAll(ctx, all, holder, false))
+	}
+	raw, _ := json.Marshal(ev)
+	return Report{}, fmt.Errorf("unrecognised event %s: want a scheduled event or {\"pool\":\"<name>\"}", raw)
+}
+
+func (s *Sweeper) report(r Report) (Report, error) {
+	if len(r.Failed) > 0 {
+		return r, fmt.Errorf("sweeping pools %s failed (see log); the next sweep retries", strings.Join(r.Failed, ", "))
+	}
+	return r, nil
+}
+
+type outcome int
+
+const (
+	swept outcome = iota
+	skipped
+	failed
+)
+
+func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool) Report {
+	outcomes := make([]outcome, len(pools))
+	sem := make(chan struct{}, s.opts.Parallelism)
+	var wg sync.WaitGroup
+	for i, p := range pools {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outcomes[i] = s.sweepPool(ctx, p, holder, nudged)
+		})
+	}
+	wg.Wait()
+	var r Report
+	for i, o := range outcomes {
+		switch o {
+		case swept:
+			r.Swept = append(r.Swept, pools[i].Name)
+		case skipped:
+			r.Skipped = append(r.Skipped, pools[i].Name)
+		default:
+			r.Failed = append(r.Failed, pools[i].Name)
+		}
+	}
+	return r
+}
+
+// sweepPool takes the lease and sweeps until no nudge arrived meanwhile. A nudge
+// that finds the lease held marks the pool dirty, so the holder sweeps again.
+func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool) outcome {
+	log := s.log.With("pool", p.Name, "holder", holder)
+	lease, err := s.acquire(ctx, p.Name, holder, nudged)
+	switch {
+	case errors.Is(err, errHandedOver):
+		log.InfoContext(ctx, "pool busy: marked dirty for its lease holder to sweep again")
+		return skipped
+	case errors.Is(err, poolstate.ErrLeaseHeld):
+		log.InfoContext(ctx, "pool skipped: another sweeper holds its lease", "error", err)
+		return skipped
+	case err != nil:
+		log.ErrorContext(ctx, "pool sweep failed", "error", err)
+		return failed
+	}
+	for round := 1; ; round++ {
+		if err := s.sweepOnce(ctx, p, lease, log.With("round", round)); err != nil {
+			log.ErrorContext(ctx, "pool sweep failed", "error", err)
+			if _, rerr := lease.Release(ctx); rerr != nil && !errors.Is(rerr, poolstate.ErrLeaseLost) {
+				log.WarnContext(ctx, "releasing lease", "error", rerr)
+			}
+			return failed
+		}
+		again, err := lease.Release(ctx)
+		if err != nil {
+			log.ErrorContext(ctx, "releasing lease", "error", err)
+			return failed
+		}
+		if !again {
+			return swept
+		}
+		if round >= s.opts.MaxRounds {
+			log.WarnContext(ctx, "still nudged after max rounds; the schedule takes over", "rounds", round)
+			_, _ = lease.Release(ctx)
+			return swept
+		}
+	}
+}
+
+var errHandedOver = errors.New("handed over to the lease holder")
+
+// acquire takes the lease. For a nudge that finds it held, it marks the pool dirty
+// instead (errHandedOver); if the lease was released in between, it tries again.
+func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool) (*poolstate.Lease, error) {
+	for range 3 {
+		lease, err := s.leases.Acquire(ctx, pool, holder)
+		if err == nil || !nudged || !errors.Is(err, poolstate.ErrLeaseHeld) {
+			return lease, err
+		}
+		marked, err := s.leases.MarkDirty(ctx, pool)
+		if err != nil {
+			return nil, err
+		}
+		if marked {
+			return nil, errHandedOver
+		}
+	}
+	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, poolstate.ErrLeaseHeld)
+}
+
+// sweepOnce is one decide → reconcile → record pass under the lease.
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.Lease, log *slog.Logger) error {
+	start := s.clock.Now()
+	st, err := s.status.Get(ctx, p.Name)
+	if err != nil {
+		return err
+	}
+	rs, err := s.reservations.Active(ctx, p.Name)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now()
+	prev := st.Desired
+	d := scaling.Decide(p, rs, scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}, now)
+	extended, err := s.extendWaiting(ctx, p, d, rs, now)
+	if err != nil {
+		return err
+	}
+	if s.reconciler != nil {
+		if err := lease.Renew(ctx); err != nil {
+			return err
+		}
+		if err := s.reconciler.Reconcile(ctx, p, d, &st); err != nil {
+			return fmt.Errorf("reconciling: %w", err)
+		}
+	}
+	st.Desired, st.LastScaleOut, st.DecidedAt, st.Reason, st.NextChange = d.Desired, d.LastScaleOut, now, d.Reason, d.NextChange
+	if _, err := s.status.Put(ctx, st); err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "pool swept", "desired", d.Desired, "previous", prev, "minReplicas", d.MinReplicas,
+		"reserved", d.Reserved, "reservations", d.Reservations, "held", d.Held, "saturated", d.Saturated,
+		"extended", extended, "nextChange", d.NextChange, "phases", st.Phases, "reason", d.Reason,
+		"took", s.clock.Since(start))
+	return nil
+}
+
+// extendWaiting keeps the reservations of queued jobs alive while the pool is at
+// maxReplicas: they wait for capacity, not for a lost delivery (ARC #2466).
+func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Decision, rs []reservation.Reservation, now time.Time) (int, error) {
+	if !d.Saturated {
+		return 0, nil
+	}
+	_, duration := p.Trigger()
+	n := 0
+	for _, r := range rs {
+		if r.State != reservation.Queued || r.ExpirationTime.Sub(now) > s.opts.ExtendWithin || now.Sub(r.EffectiveTime) > s.opts.MaxWait {
+			continue
+		}
+		ok, err := s.reservations.Extend(ctx, p.Name, r.JobID, now.Add(duration))
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// holderID names this invocation: the Lambda request id, or a random id elsewhere.
+func holderID(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "local-" + hex.EncodeToString(b)
+}

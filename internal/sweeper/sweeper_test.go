@@ -1,0 +1,213 @@
+package sweeper_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	sweeper *sweeper.Sweeper
+	rs      *reservation.Store
+	status  *poolstate.Store
+	leases  *poolstate.Leases
+	clock   *clocktesting.FakeClock
+}
+
+func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
+	t.Helper()
+	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakeClock(t0)
+	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
+		leases: poolstate.NewLeases(db, name, clk, 30*time.Second), clock: clk}
+	e.sweeper = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{})
+	return e
+}
+
+func (e *env) queue(t *testing.T, pool string, jobs ...int64) {
+	t.Helper()
+	for _, j := range jobs {
+		if _, err := e.rs.Record(t.Context(), reservation.Delivery{Pool: pool, JobID: j, State: reservation.Queued, Amount: 1, Duration: 10 * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) desired(t *testing.T, pool string) poolstate.Status {
+	t.Helper()
+	st, err := e.status.Get(t.Context(), pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// invoke runs an event file through aws-lambda-go's decoding, as the runtime does.
+func (e *env) invoke(t *testing.T, payload []byte) (sweeper.Report, error) {
+	t.Helper()
+	out, err := lambda.NewHandler(e.sweeper.Handle).Invoke(t.Context(), payload)
+	var r sweeper.Report
+	if err == nil {
+		if err := json.Unmarshal(out, &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, err
+}
+
+func eventFile(t *testing.T, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "local", "events", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func TestScheduledEventSweepsEveryPool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.queue(t, "octo", 1, 2, 3)
+	e.queue(t, "octo-gpu", 4)
+	r, err := e.invoke(t, eventFile(t, "sweeper-scheduled.json"))
+	if err != nil || len(r.Swept) != 2 {
+		t.Fatalf("report %+v, err %v; want both pools swept", r, err)
+	}
+	if st := e.desired(t, "octo"); st.Desired != 3 || !st.LastScaleOut.Equal(t0) || st.Version != 1 || !strings.Contains(st.Reason, "scale out 0 -> 3") {
+		t.Fatalf("octo status %+v", st)
+	}
+	if st := e.desired(t, "octo-gpu"); st.Desired != 1 {
+		t.Fatalf("octo-gpu desired %d, want 1", st.Desired)
+	}
+	// Reservations expire; the scale-down delay (30s in local/pools.yaml) holds, then releases.
+	e.clock.SetTime(t0.Add(10 * time.Minute))
+	if _, err := e.invoke(t, eventFile(t, "sweeper-scheduled.json")); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.desired(t, "octo"); st.Desired != 0 || st.Version != 2 {
+		t.Fatalf("after expiry and delay: %+v, want desired 0", st)
+	}
+}
+
+func TestNudgeSweepsOnePool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.queue(t, "octo", 1)
+	e.queue(t, "octo-gpu", 2)
+	r, err := e.invoke(t, eventFile(t, "sweeper-nudge.json"))
+	if err != nil || len(r.Swept) != 1 || r.Swept[0] != "octo" {
+		t.Fatalf("report %+v, err %v", r, err)
+	}
+	if st := e.desired(t, "octo-gpu"); st.Version != 0 {
+		t.Fatalf("a nudge for octo swept octo-gpu: %+v", st)
+	}
+}
+
+func TestBadEvents(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	if _, err := e.invoke(t, []byte(`{"pool":"nope"}`)); err == nil || !strings.Contains(err.Error(), `unknown pool "nope"`) {
+		t.Fatalf("unknown pool: %v", err)
+	}
+	if _, err := e.invoke(t, []byte(`{"source":"aws.s3"}`)); err == nil || !strings.Contains(err.Error(), "unrecognised event") {
+		t.Fatalf("unknown event: %v", err)
+	}
+}
+
+func TestSaturatedPoolExtendsWaitingReservations(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.queue(t, "octo-gpu", 1, 2, 3) // maxReplicas 2
+	e.clock.SetTime(t0.Add(7 * time.Minute))
+	if _, err := e.invoke(t, []byte(`{"pool":"octo-gpu"}`)); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.SetTime(t0.Add(12 * time.Minute)) // past the original expiry
+	rs, err := e.rs.Active(t.Context(), "octo-gpu")
+	if err != nil || len(rs) != 3 {
+		t.Fatalf("active at +12m: %d, %v; want the 3 waiting jobs kept", len(rs), err)
+	}
+}
+
+// blockingReconciler holds the first call until released, counting calls.
+type blockingReconciler struct {
+	calls   atomic.Int32
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingReconciler) Reconcile(ctx context.Context, _ *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+	if b.calls.Add(1) == 1 {
+		close(b.entered)
+		<-b.release
+	}
+	return nil
+}
+
+// TestConcurrentSweepsOfOnePool: while a scheduled sweep holds the pool, another
+// scheduled sweep skips it and a nudge marks it dirty; the holder then sweeps again
+// so the nudge is not lost. Reconcile never runs twice at once.
+func TestConcurrentSweepsOfOnePool(t *testing.T) {
+	t.Parallel()
+	rec := &blockingReconciler{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, rec)
+	done := make(chan sweeper.Report)
+	go func() {
+		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
+		done <- r
+	}()
+	<-rec.entered
+	r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+	if err != nil || !contains(r.Skipped, "octo") || !contains(r.Swept, "octo-gpu") {
+		t.Fatalf("scheduled sweep during the hold: %+v, %v; want octo skipped", r, err)
+	}
+	if rec.calls.Load() != 2 { // the holder's octo (blocked) + the scheduled octo-gpu
+		t.Fatalf("reconcile calls %d during the hold, want 2", rec.calls.Load())
+	}
+	e.queue(t, "octo", 9)
+	if r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Skipped, "octo") {
+		t.Fatalf("nudge during the hold: %+v, %v; want skipped (marked dirty)", r, err)
+	}
+	close(rec.release)
+	if r := <-done; !contains(r.Swept, "octo") {
+		t.Fatalf("holder report %+v", r)
+	}
+	if got := rec.calls.Load(); got != 3 {
+		t.Fatalf("reconcile calls %d, want 3: the holder must sweep octo again for the nudge", got)
+	}
+	if st := e.desired(t, "octo"); st.Desired != 1 {
+		t.Fatalf("octo desired %d after the second round, want 1 (the job queued during the hold)", st.Desired)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
