@@ -1,0 +1,154 @@
+package githubapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/google/go-github/v88/github"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// Runner is a self-hosted runner as GitHub lists it.
+type Runner struct {
+	ID     int64
+	Name   string
+	Status string // online | offline
+	Busy   bool
+	Labels []string
+}
+
+// RunnerCache keeps listed pages and their ETags between sweeps (and warm
+// invocations). Implementations must be safe for concurrent use.
+type RunnerCache interface {
+	// Page returns the stored page of a scope's list.
+	Page(scope string, page int) (CachedPage, bool)
+	// StorePage stores a page.
+	StorePage(scope string, page int, p CachedPage)
+	// Invalidate forgets a scope's pages (after this client changed the list).
+	Invalidate(scope string)
+}
+
+// CachedPage is one page of a runners list and the ETag GitHub gave it.
+type CachedPage struct {
+	ETag     string
+	Runners  []Runner
+	NextPage int
+}
+
+// MemoryCache is an in-memory RunnerCache.
+type MemoryCache struct {
+	mu    sync.Mutex
+	pages map[string]map[int]CachedPage
+}
+
+// NewMemoryCache returns an empty cache.
+func NewMemoryCache() *MemoryCache { return &MemoryCache{pages: map[string]map[int]CachedPage{}} }
+
+// Page implements RunnerCache.
+func (m *MemoryCache) Page(scope string, page int) (CachedPage, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.pages[scope][page]
+	return p, ok
+}
+
+// StorePage implements RunnerCache.
+func (m *MemoryCache) StorePage(scope string, page int, p CachedPage) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pages[scope] == nil {
+		m.pages[scope] = map[int]CachedPage{}
+	}
+	m.pages[scope][page] = p
+}
+
+// Invalidate implements RunnerCache.
+func (m *MemoryCache) Invalidate(scope string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.pages, scope)
+}
+
+// PerPage is the page size of runner lists (GitHub's maximum).
+const PerPage = 100
+
+// Runners lists every runner of the scope, all pages. Each page is requested with
+// If-None-Match when a cached copy exists; a 304 reuses the copy and costs no
+// rate limit, so an unchanged list of N runners costs ⌈N/100⌉ calls and zero units.
+//
+// GET /repos/{owner}/{repo}/actions/runners, GET /orgs/{org}/actions/runners or
+// GET /enterprises/{enterprise}/actions/runners (per_page=100, page=N).
+func (c *Client) Runners(ctx context.Context, s scope.Scope) ([]Runner, error) {
+	var all []Runner
+	for page := 1; page != 0; {
+		p, err := c.runnersPage(ctx, s, page)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, p.Runners...)
+		page = p.NextPage
+	}
+	return all, nil
+}
+
+func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (CachedPage, error) {
+	key := s.String()
+	cached, haveCached := c.cache.Page(key, page)
+	url := fmt.Sprintf("%s/actions/runners?per_page=%d&page=%d", path(s), PerPage, page)
+	var list github.Runners
+	var resp *github.Response
+	err := c.call(ctx, fmt.Sprintf("listing runners of %s (page %d)", s, page), func(ctx context.Context) (*github.Response, error) {
+		req, err := c.gh.NewRequest(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
+		}
+		if haveCached {
+			req.Header.Set("If-None-Match", cached.ETag)
+		}
+		resp, err = c.gh.Do(req, &list)
+		if resp != nil && resp.StatusCode == http.StatusNotModified {
+			return resp, nil
+		}
+		return resp, err
+	})
+	if err != nil {
+		return CachedPage{}, err
+	}
+	if resp.StatusCode == http.StatusNotModified && haveCached {
+		c.mu.Lock()
+		c.stats.NotModified++
+		c.mu.Unlock()
+		return cached, nil
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		return CachedPage{}, fmt.Errorf("listing runners of %s: 304 without a cached page: %w", s, errors.ErrUnsupported)
+	}
+	p := CachedPage{ETag: resp.Header.Get("ETag"), NextPage: resp.NextPage}
+	for _, r := range list.Runners {
+		labels := make([]string, len(r.Labels))
+		for i, l := range r.Labels {
+			labels[i] = l.GetName()
+		}
+		p.Runners = append(p.Runners, Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy(), Labels: labels})
+	}
+	if p.ETag != "" {
+		c.cache.StorePage(key, page, p)
+	}
+	return p, nil
+}
+
+// path is the REST path prefix of a scope.
+func path(s scope.Scope) string {
+	switch s.Kind() {
+	case scope.Enterprise:
+		return "enterprises/" + s.Enterprise
+	case scope.Organization:
+		return "orgs/" + s.Organization
+	default:
+		return "repos/" + s.Repository
+	}
+}

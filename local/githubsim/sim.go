@@ -1,0 +1,187 @@
+// Package githubsim is a stateful GitHub simulator for the runner APIs, an HTTP
+// server that go-github and ghinstallation talk to unchanged. It runs in-process
+// in tests (httptest) and as a process for the local stack.
+//
+// What it simulates, like GitHub does:
+//   - App authentication: POST /app/installations/{id}/access_tokens checks the
+//     App JWT (RS256 with the App's public key, iss, iat/exp window) and issues
+//     expiring installation tokens; every other endpoint needs a valid, unexpired
+//     installation token or a configured PAT (401 otherwise);
+//   - registration tokens and just-in-time configs for repository, organization and
+//     enterprise scopes, which expire;
+//   - runner lists with per_page/page, Link headers and ETags (a matching
+//     If-None-Match gets 304 and costs no rate limit);
+//   - runner removal: 204, 404 when unknown, 422 while the runner is busy;
+//   - primary rate limits per installation with X-RateLimit-* headers, 403 when
+//     exhausted; knobs to exhaust them, to answer with a secondary limit
+//     (Retry-After) and to inject 5xx;
+//   - runner state that tests and the closed loop drive through the Go API:
+//     register with a token or JIT config, busy/idle, online/offline, and ephemeral
+//     runners that disappear after their job;
+//   - runner groups and the repositories allowed to use them;
+//   - counters of calls by endpoint.
+package githubsim
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/hex"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// Options configure a Server.
+type Options struct {
+	// AppID and AppKey identify the GitHub App whose JWTs are accepted.
+	AppID  int64
+	AppKey *rsa.PublicKey
+	// Installations are the installation ids of the App (default: 1).
+	Installations []int64
+	// PATs are personal access tokens accepted as they are.
+	PATs []string
+	// Clock drives token expiry and rate-limit windows (default: real time).
+	Clock clock.PassiveClock
+	// RateLimit is the primary limit per installation per hour (default 5000).
+	RateLimit int
+	// TokenLifetime of installation tokens (default 1h, as GitHub).
+	TokenLifetime time.Duration
+	// RegistrationTokenLifetime of registration tokens and JIT configs (default 1h, as GitHub).
+	RegistrationTokenLifetime time.Duration
+}
+
+// Runner is a runner's state in the simulator.
+type Runner struct {
+	ID         int64
+	Name       string
+	Scope      scope.Scope
+	Labels     []string
+	GroupID    int64
+	Online     bool
+	Busy       bool
+	Ephemeral  bool
+	Registered bool // an agent has connected with its credentials
+}
+
+// Server is the simulator. Use New, then serve Handler().
+type Server struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu             sync.Mutex
+	tokens         map[string]installationToken
+	rate           map[string]*rateWindow
+	regTokens      map[string]credential
+	jitConfigs     map[string]credential
+	runners        map[int64]*Runner
+	nextID         int64
+	groups         map[string][]Group
+	calls          map[string]int
+	inject         []injected
+	exhaustedUntil time.Time
+}
+
+type installationToken struct {
+	installation int64
+	expires      time.Time
+}
+
+type credential struct {
+	scope    scope.Scope
+	runnerID int64 // JIT configs only
+	expires  time.Time
+}
+
+// Group is a runner group and the repositories allowed to use it (nil: all).
+type Group struct {
+	ID           int64    `json:"id"`
+	Name         string   `json:"name"`
+	Visibility   string   `json:"visibility"`
+	Repositories []string `json:"-"`
+}
+
+// New returns a simulator.
+func New(opts Options) *Server {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.RateLimit == 0 {
+		opts.RateLimit = 5000
+	}
+	if opts.TokenLifetime == 0 {
+		opts.TokenLifetime = time.Hour
+	}
+	if opts.RegistrationTokenLifetime == 0 {
+		opts.RegistrationTokenLifetime = time.Hour
+	}
+	if len(opts.Installations) == 0 {
+		opts.Installations = []int64{1}
+	}
+	s := &Server{opts: opts, tokens: map[string]installationToken{}, rate: map[string]*rateWindow{},
+		regTokens: map[string]credential{}, jitConfigs: map[string]credential{}, runners: map[int64]*Runner{},
+		nextID: 1000, groups: map[string][]Group{}, calls: map[string]int{}}
+	s.routes()
+	return s
+}
+
+// Handler serves the simulated REST API.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Calls returns how many requests each endpoint pattern received, e.g.
+// "GET /orgs/{org}/actions/runners" (304s and rejected calls included).
+func (s *Server) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		out[k] = v
+	}
+	return out
+}
+
+// Runners returns a copy of every runner, in no particular order.
+func (s *Server) Runners() []Runner {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Runner, 0, len(s.runners))
+	for _, r := range s.runners {
+		out = append(out, *r)
+	}
+	return out
+}
+
+// Runner returns a copy of runner id.
+func (s *Server) Runner(id int64) (Runner, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.runners[id]
+	if !ok {
+		return Runner{}, false
+	}
+	return *r, true
+}
+
+// AddGroup adds a runner group to an organization or enterprise scope; repos
+// limits which repositories may use it (nil: all). It returns the group id.
+func (s *Server) AddGroup(sc scope.Scope, name string, repos []string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := sc.String()
+	id := int64(len(s.groups[key]) + 2) // 1 is Default
+	vis := "all"
+	if repos != nil {
+		vis = "selected"
+	}
+	s.groups[key] = append(s.groups[key], Group{ID: id, Name: name, Visibility: vis, Repositories: repos})
+	return id
+}
+
+func randomToken(prefix string) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
