@@ -59,9 +59,10 @@ stack-down: ## Stop the local stack started by stack-up
 	@go run ./local/cmd/stack down
 
 .PHONY: verify
-verify: ## gofmt, go vet, and the check that the webhook binary does not link client-go
+verify: ## gofmt, go vet, shellcheck, and the check that the webhook binary does not link client-go
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	go vet ./...
+	shellcheck runner/entrypoint.sh local/*.sh .ci/run
 	@bash local/check-deps.sh
 
 .PHONY: clean
