@@ -1,7 +1,8 @@
 // Command run is `make run`: it brings up the local stack (dynalite, etcd,
-// kube-apiserver, kube-controller-manager), creates the table, and serves the real
-// webhook handler over HTTP on 127.0.0.1 with the local pools, until Ctrl-C, which
-// stops everything.
+// kube-apiserver, kube-controller-manager), creates the table, serves the real
+// webhook handler over HTTP on 127.0.0.1 with the local pools, and runs the sweeper
+// in-process (nudged by the webhook, and on a schedule), until Ctrl-C, which stops
+// everything.
 package main
 
 import (
@@ -23,8 +24,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 	"github.com/runnerscaler/runnerscaler/local/stack"
@@ -37,11 +41,26 @@ func main() {
 	}
 }
 
+// schedule sends the sweeper a scheduled event every interval until ctx ends.
+func schedule(ctx context.Context, sw *sweeper.Sweeper, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = sw.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+		}
+	}
+}
+
 func run() error {
 	poolsFile := flag.String("pools", "local/pools.yaml", "pools config file")
 	addr := flag.String("listen", "127.0.0.1:8080", "address of the webhook endpoint")
 	secret := flag.String("secret", "local-webhook-secret", "webhook secret (the one local/events are signed with)")
 	tableName := flag.String("table", "runnerscaler", "DynamoDB table on the local dynalite")
+	every := flag.Duration("sweep-every", 15*time.Second, "schedule of the sweeper (in AWS: rate(1 minute))")
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -67,8 +86,19 @@ func run() error {
 	if err := table.Create(ctx, db, *tableName); err != nil {
 		return err
 	}
-	store := reservation.New(db, *tableName, clock.RealClock{})
-	h := webhook.New([]byte(*secret), pools, store, webhook.WithLogger(log))
+	clk := clock.RealClock{}
+	store := reservation.New(db, *tableName, clk)
+	// The sweeper runs in-process: nudged by the webhook after each queued job, and
+	// on a short schedule. It decides and records desired counts (reconciling
+	// Kubernetes comes with the sweeper's second part).
+	sw := sweeper.New(pools, store, poolstate.NewStore(db, *tableName),
+		poolstate.NewLeases(db, *tableName, clk, 30*time.Second), nil, clk, log, sweeper.Options{})
+	nudger := nudge.Func(func(_ context.Context, pool string) error {
+		go func() { _, _ = sw.Handle(ctx, sweeper.Event{Pool: pool}) }()
+		return nil
+	})
+	go schedule(ctx, sw, *every)
+	h := webhook.New([]byte(*secret), pools, store, webhook.WithLogger(log), webhook.WithNudger(nudger))
 
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhook", h.HTTPHandler())
