@@ -1,0 +1,253 @@
+package reconcile_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var (
+	keyOnce sync.Once
+	appKey  *rsa.PrivateKey
+)
+
+// env is one test's world: a namespace on the real API server (with the
+// StatefulSet controller and garbage collector), a GitHub simulator, and a
+// reconciler for one pool, all on a fake clock.
+type env struct {
+	t      *testing.T
+	kube   kubernetes.Interface
+	ns     string
+	sim    *githubsim.Server
+	gh     *githubapi.Client
+	clock  *clocktesting.FakeClock
+	pool   *pool.Pool
+	rec    *reconcile.Reconciler
+	status poolstate.Status
+	// writes counts mutating Kubernetes requests; failAt > 0 fails that one.
+	writes atomic.Int32
+	failAt atomic.Int32
+	reads  atomic.Int32
+}
+
+func poolYAML(ns string, ephemeral bool, image string) string {
+	return fmt.Sprintf(`
+pools:
+  - name: p
+    organization: acme
+    labels: [big]
+    ephemeral: %v
+    maxReplicas: 10
+    kubernetes:
+      namespace: %s
+      image: %s
+`, ephemeral, ns, image)
+}
+
+func newEnv(t *testing.T, ephemeral bool) *env {
+	t.Helper()
+	keyOnce.Do(func() { appKey, _ = rsa.GenerateKey(rand.Reader, 2048) })
+	_, ns := testenv.Namespace(t)
+	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second))}
+	cfg := testenv.RESTConfig(t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return faultyTransport{rt: rt, e: e} })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.kube = kube
+	e.sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
+		RegistrationTokenLifetime: 48 * time.Hour})
+	srv := httptest.NewServer(e.sim.Handler())
+	t.Cleanup(srv.Close)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})
+	e.gh, err = githubapi.New(githubapi.Config{BaseURL: srv.URL, Clock: e.clock, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.setPool(ephemeral, "runner:1")
+	t.Cleanup(e.releaseFinalizers)
+	return e
+}
+
+func (e *env) setPool(ephemeral bool, image string) {
+	e.t.Helper()
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, ephemeral, image)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.pool = cfg.Pool("p")
+	e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// faultyTransport counts requests and fails the configured write.
+type faultyTransport struct {
+	rt http.RoundTripper
+	e  *env
+}
+
+func (f faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet {
+		f.e.reads.Add(1)
+		return f.rt.RoundTrip(req)
+	}
+	n := f.e.writes.Add(1)
+	if at := f.e.failAt.Load(); at > 0 && n == at {
+		return nil, fmt.Errorf("injected failure of write %d (%s %s)", n, req.Method, req.URL.Path)
+	}
+	return f.rt.RoundTrip(req)
+}
+
+// sweep reconciles toward desired with a reservation effective at effective.
+func (e *env) sweep(desired int, effective time.Time) error {
+	e.t.Helper()
+	d := scaling.Decision{Desired: desired, EffectiveTime: effective}
+	return e.rec.Reconcile(e.t.Context(), e.pool, d, &e.status)
+}
+
+func (e *env) mustSweep(desired int, effective time.Time) {
+	e.t.Helper()
+	if err := e.sweep(desired, effective); err != nil {
+		e.t.Fatalf("sweep: %v", err)
+	}
+}
+
+func (e *env) statefulSets() []string {
+	e.t.Helper()
+	list, err := e.kube.AppsV1().StatefulSets(e.ns).List(e.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list.Items {
+		if s.DeletionTimestamp == nil {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}
+
+// pods waits until the controller has made one pod per StatefulSet and returns them.
+func (e *env) pods() map[string]*corev1.Pod {
+	e.t.Helper()
+	var out map[string]*corev1.Pod
+	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		want := e.statefulSets()
+		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		out = map[string]*corev1.Pod{}
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.DeletionTimestamp == nil {
+				out[strings.TrimSuffix(p.Name, "-0")] = p
+			}
+		}
+		for _, name := range want {
+			if out[name] == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		e.t.Fatalf("pods of %v never appeared: %v", e.statefulSets(), err)
+	}
+	return out
+}
+
+// start plays the kubelet and the runner agent: the pod becomes Running/Ready and
+// its runner registers with the credentials in its Secret.
+func (e *env) start(name string) githubsim.Runner {
+	e.t.Helper()
+	pod := e.pods()[name]
+	now := metav1.NewTime(e.clock.Now())
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	sec, err := e.kube.CoreV1().Secrets(e.ns).Get(e.t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	reg := githubsim.Registration{JITConfig: string(sec.Data[runnerpod.SecretJITConfig]), Token: string(sec.Data[runnerpod.SecretToken]),
+		Scope: "organization/acme", Name: name + "-0", Labels: []string{"big"}, Ephemeral: e.pool.IsEphemeral()}
+	r, err := e.sim.Register(reg)
+	if err != nil {
+		e.t.Fatalf("runner %s registering: %v", name, err)
+	}
+	return r
+}
+
+// exit plays the runner finishing its job and exiting 0.
+func (e *env) exit(name string, runnerID int64) {
+	e.t.Helper()
+	if runnerID != 0 {
+		_ = e.sim.FinishJob(runnerID)
+	}
+	pod := e.pods()[name]
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitGone waits for the garbage collector to remove the StatefulSet's pod and Secret.
+func (e *env) waitGone(name string) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, perr := e.kube.CoreV1().Pods(e.ns).Get(ctx, name+"-0", metav1.GetOptions{})
+		_, serr := e.kube.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(perr) && apierrors.IsNotFound(serr), nil
+	})
+	if err != nil {
+		e.t.Fatalf("pod and secret of %s were not garbage-collected: %v", name, err)
+	}
+}
+
+// releaseFinalizers lets the namespace go after the test.
+func (e *env) releaseFinalizers() {
+	list, err := e.kube.CoreV1().Pods(e.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range list.Items {
+		_, _ = e.kube.CoreV1().Pods(e.ns).Patch(context.Background(), p.Name, "application/merge-patch+json",
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	}
+}

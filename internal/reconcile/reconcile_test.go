@@ -1,0 +1,303 @@
+package reconcile_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// TestScaleUpThenDownAroundABusyRunner: 0→3 creates three runners with their
+// Secrets; 3→0 unregisters and deletes the idle ones at once and keeps the busy
+// one until its job is over.
+func TestScaleUpThenDownAroundABusyRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	t0 := e.clock.Now()
+	e.mustSweep(3, t0)
+	names := e.statefulSets()
+	if len(names) != 3 || e.status.Phases["pending"] != 3 || !e.status.LastSync.Equal(t0) {
+		t.Fatalf("after 0→3: statefulsets %v, phases %v, lastSync %v", names, e.status.Phases, e.status.LastSync)
+	}
+	ids := map[string]int64{}
+	for _, n := range names {
+		sec, err := e.kube.CoreV1().Secrets(e.ns).Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].Name != n {
+			t.Fatalf("secret of %s: %v owners %v; want owned by its statefulset", n, err, sec.OwnerReferences)
+		}
+		ids[n] = e.start(n).ID
+	}
+	e.mustSweep(3, t0) // records registrations
+	for n, p := range e.pods() {
+		if p.Annotations[runnerpod.AnnotationRunnerID] != idString(ids[n]) {
+			t.Fatalf("pod %s annotations %v, want runner id %d", n, p.Annotations, ids[n])
+		}
+	}
+	if e.status.Phases["running"] != 3 {
+		t.Fatalf("phases %v, want 3 running", e.status.Phases)
+	}
+	busy := names[1]
+	_ = e.sim.SetBusy(ids[busy], true)
+
+	e.clock.Step(time.Minute)
+	e.mustSweep(0, t0)
+	if got := e.statefulSets(); !slices.Equal(got, []string{busy}) {
+		t.Fatalf("after 3→0: statefulsets %v, want only the busy %s", got, busy)
+	}
+	pod := e.pods()[busy]
+	if pod.Annotations[runnerpod.AnnotationRunnerCompletionWaitStart] == "" || pod.Annotations[runnerpod.AnnotationUnregistrationRequest] == "" {
+		t.Fatalf("busy pod annotations %v, want unregistration requested and completion wait", pod.Annotations)
+	}
+	for _, n := range names {
+		if n != busy {
+			e.waitGone(n)
+			if _, ok := e.sim.Runner(ids[n]); ok {
+				t.Fatalf("idle runner %s is still registered on GitHub", n)
+			}
+		}
+	}
+	e.mustSweep(0, t0) // still busy: nothing changes
+	if got := e.statefulSets(); len(got) != 1 {
+		t.Fatalf("the busy runner was deleted: %v", got)
+	}
+	e.exit(busy, ids[busy])
+	e.mustSweep(0, t0)
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("after the job: statefulsets %v, want none", got)
+	}
+	e.waitGone(busy)
+}
+
+// TestEphemeralCompletionHold: a finished ephemeral runner's owner is deleted and
+// not recreated while the webhook may not have caught up; it is after the delay.
+func TestEphemeralCompletionHold(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	effective := e.clock.Now()
+	e.clock.Step(time.Second)
+	e.mustSweep(1, effective)
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	_ = e.sim.SetBusy(r.ID, true)
+	e.exit(name, r.ID)
+	e.clock.Step(time.Minute)
+	e.mustSweep(1, effective) // desired still 1: the completed delivery is late
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v: the completed runner must be deleted and not recreated", got)
+	}
+	e.clock.Step(9 * time.Minute)
+	e.mustSweep(1, effective)
+	if got := e.statefulSets(); len(got) != 1 || got[0] == name {
+		t.Fatalf("after the 10-minute fallback: %v, want one new runner", got)
+	}
+	// A newer reservation lifts the hold at once.
+	e.exit(e.statefulSets()[0], 0)
+	e.clock.Step(time.Second)
+	e.mustSweep(1, e.clock.Now())
+	if got := e.statefulSets(); len(got) != 1 {
+		t.Fatalf("a newer reservation must be served at once: %v", got)
+	}
+}
+
+// TestRemovalOutcomes: 404 (already gone) and 403 (no permission, idle) complete
+// the stop; a rate limit makes it wait for the reset.
+func TestRemovalOutcomes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.mustSweep(3, time.Time{})
+	names := e.statefulSets()
+	ids := map[string]int64{}
+	for _, n := range names {
+		ids[n] = e.start(n).ID
+	}
+	e.mustSweep(3, time.Time{})
+
+	// 404: someone removed the runner already.
+	if err := e.gh.RemoveRunner(t.Context(), e.pool.Scope(), ids[names[2]]); err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(2, time.Time{})
+	if got := e.statefulSets(); len(got) != 2 {
+		t.Fatalf("404 path: %v", got)
+	}
+	// Rate limited: nothing is removed until the reset.
+	e.sim.ExhaustRateLimit()
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); len(got) != 2 {
+		t.Fatalf("rate-limited: %v, want both kept", got)
+	}
+	e.clock.Step(61 * time.Minute)
+	// 403 on removal of an idle runner: logged and treated as done.
+	e.sim.InjectStatus(403, 1)
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); len(got) != 1 || got[0] != names[0] {
+		t.Fatalf("after the reset with a 403: %v, want the oldest %s kept", got, names[0])
+	}
+}
+
+// TestRegistrationTimeoutReplaces: a pod Running and Ready for 10 minutes whose
+// runner never came online is replaced.
+func TestRegistrationTimeoutReplaces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	stuck := e.statefulSets()[0]
+	pod := e.pods()[stuck]
+	now := metav1.NewTime(e.clock.Now())
+	pod.Status.Phase = "Running"
+	pod.Status.Conditions = append(pod.Status.Conditions, readyCondition(now))
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(9 * time.Minute)
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); len(got) != 1 || got[0] != stuck {
+		t.Fatalf("before the timeout: %v", got)
+	}
+	e.clock.Step(time.Minute)
+	e.mustSweep(1, time.Time{})
+	got := e.statefulSets()
+	if len(got) != 1 || got[0] == stuck {
+		t.Fatalf("after the timeout: %v, want %s replaced (phases %v)", got, stuck, e.status.Phases)
+	}
+	if len(e.sim.Runners()) != 1 {
+		t.Fatalf("GitHub runners %d, want 1 (the timed-out JIT runner unregistered)", len(e.sim.Runners()))
+	}
+}
+
+// TestTemplateChangeReplacesIdleAndWaitsForBusy.
+func TestTemplateChangeReplacesIdleAndWaitsForBusy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(2, time.Time{})
+	names := e.statefulSets()
+	a, b := e.start(names[0]), e.start(names[1])
+	e.mustSweep(2, time.Time{})
+	_ = e.sim.SetBusy(b.ID, true)
+	e.setPool(true, "runner:2")
+	e.mustSweep(2, time.Time{})
+	got := e.statefulSets()
+	if len(got) != 3 || !slices.Contains(got, names[1]) || slices.Contains(got, names[0]) {
+		t.Fatalf("after the change: %v; want the busy %s kept, idle %s replaced, two new", got, names[1], names[0])
+	}
+	if _, ok := e.sim.Runner(a.ID); ok {
+		t.Fatal("the idle outdated runner is still registered")
+	}
+	for _, n := range got {
+		if n == names[1] {
+			continue
+		}
+		sts, _ := e.kube.AppsV1().StatefulSets(e.ns).Get(t.Context(), n, metav1.GetOptions{})
+		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "runner:2" {
+			t.Fatalf("replacement %s runs %s", n, img)
+		}
+	}
+	e.exit(names[1], b.ID)
+	e.mustSweep(2, time.Time{})
+	if got := e.statefulSets(); len(got) != 2 || slices.Contains(got, names[1]) {
+		t.Fatalf("after the busy job: %v", got)
+	}
+}
+
+// TestHandDeletedPodIsUnregisteredFirst: the finalizer holds a pod someone deleted
+// until its runner is unregistered.
+func TestHandDeletedPodIsUnregisteredFirst(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.mustSweep(1, time.Time{})
+	_ = e.sim.SetBusy(r.ID, true)
+	if err := e.kube.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(1, time.Time{})
+	pod, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), name+"-0", metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp == nil || len(pod.Finalizers) == 0 {
+		t.Fatalf("busy hand-deleted pod: %v; want it held by the finalizer", err)
+	}
+	if _, ok := e.sim.Runner(r.ID); !ok {
+		t.Fatal("a busy runner was unregistered")
+	}
+	_ = e.sim.FinishJob(r.ID) // ephemeral: GitHub removes it
+	e.mustSweep(1, time.Time{})
+	e.waitGone(name)
+	if got := e.statefulSets(); len(got) != 1 || got[0] == name {
+		t.Fatalf("statefulsets %v, want the runner replaced", got)
+	}
+}
+
+// TestSteadyStateCost: a sweep with nothing to do reads twice and writes nothing.
+func TestSteadyStateCost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(2, time.Time{})
+	for _, n := range e.statefulSets() {
+		e.start(n)
+	}
+	e.mustSweep(2, time.Time{})
+	e.clock.Step(11 * time.Minute) // past the post-creation cleanup window
+	e.mustSweep(2, time.Time{})
+	r0, w0, c0 := e.reads.Load(), e.writes.Load(), e.gh.Stats()
+	e.mustSweep(2, time.Time{})
+	if r, w := e.reads.Load()-r0, e.writes.Load()-w0; r != 2 || w != 0 {
+		t.Fatalf("steady sweep: %d reads, %d writes; want 2 and 0", r, w)
+	}
+	if c := e.gh.Stats(); c.Calls != c0.Calls {
+		t.Fatalf("steady sweep made %d GitHub calls, want 0", c.Calls-c0.Calls)
+	}
+}
+
+// TestCrashAnywhereDuringScaleDown fails the N-th Kubernetes write of a scale-down
+// for every N, then sweeps cleanly: the end state is right and the busy runner is
+// never deleted.
+func TestCrashAnywhereDuringScaleDown(t *testing.T) {
+	t.Parallel()
+	for n := int32(1); ; n++ {
+		e := newEnv(t, true)
+		e.mustSweep(3, time.Time{})
+		names := e.statefulSets()
+		var busyID int64
+		for i, name := range names {
+			r := e.start(name)
+			if i == 0 {
+				busyID = r.ID
+				_ = e.sim.SetBusy(r.ID, true)
+			}
+		}
+		e.mustSweep(3, time.Time{})
+		e.writes.Store(0)
+		e.failAt.Store(n)
+		err := e.sweep(0, time.Time{})
+		e.failAt.Store(0)
+		failed := err != nil
+		for range 3 {
+			e.mustSweep(0, time.Time{})
+		}
+		if got := e.statefulSets(); !slices.Equal(got, names[:1]) {
+			t.Fatalf("write %d failed: statefulsets %v, want only the busy %s", n, got, names[0])
+		}
+		if _, ok := e.sim.Runner(busyID); !ok {
+			t.Fatalf("write %d failed: the busy runner was unregistered", n)
+		}
+		if len(e.sim.Runners()) != 1 {
+			t.Fatalf("write %d failed: %d GitHub runners left, want 1", n, len(e.sim.Runners()))
+		}
+		if !failed {
+			t.Logf("scale-down has %d writes; every one was failed once", n-1)
+			return
+		}
+	}
+}
+
+func idString(id int64) string { return strconv.FormatInt(id, 10) }
+
+func readyCondition(at metav1.Time) corev1.PodCondition {
+	return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}
+}

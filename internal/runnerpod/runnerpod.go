@@ -1,0 +1,337 @@
+// Package runnerpod builds what one runner of a pool is on Kubernetes: a
+// StatefulSet with replicas 1 (as ARC's RunnerSet, one per runner) whose pod runs
+// the runner container, and a Secret holding the runner's credentials — a
+// just-in-time config for ephemeral pools, a registration token otherwise — that
+// the StatefulSet owns, so that deleting the runner garbage-collects it.
+package runnerpod
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+)
+
+// Labels and annotations. The graceful-stop keys are ARC's, so an ARC user
+// recognises them.
+const (
+	LabelPool         = "runnerscaler.dev/pool"
+	LabelRunner       = "runnerscaler.dev/runner"
+	LabelTemplateHash = "runnerscaler.dev/template-hash"
+
+	AnnotationSyncTime                  = "runnerscaler.dev/sync-time"
+	AnnotationRunnerID                  = "actions-runner/id"
+	AnnotationUnregistrationRequest     = "actions-runner/unregistration-request-timestamp"
+	AnnotationUnregistrationStart       = "actions-runner/unregistration-start-timestamp"
+	AnnotationUnregistrationComplete    = "actions-runner/unregistration-complete-timestamp"
+	AnnotationRunnerCompletionWaitStart = "actions-runner/runner-completion-wait-start-timestamp"
+
+	// Finalizer holds a runner pod until its runner is unregistered.
+	Finalizer = "runnerscaler.dev/unregister"
+
+	// ContainerName is the runner container's name in every pool's template.
+	ContainerName = "runner"
+
+	// Secret keys.
+	SecretJITConfig = "jitconfig"
+	SecretToken     = "token"
+)
+
+// Template decodes the pool's pod template strictly (an unknown field is an error
+// with its path, e.g. `spec.containers[0].imagee`), applies the image shorthand and
+// the docker options, and checks that it has a `runner` container.
+func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
+	var tmpl corev1.PodTemplateSpec
+	if p.Kubernetes.Template.Kind != 0 {
+		if err := decodeStrict(&p.Kubernetes.Template, &tmpl); err != nil {
+			return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+		}
+	}
+	k := p.Kubernetes
+	i := runnerIndex(tmpl.Spec.Containers)
+	if i < 0 {
+		if k.Image == "" {
+			return tmpl, fmt.Errorf("pool %s: kubernetes.template: no container named %q (or set kubernetes.image)", p.Name, ContainerName)
+		}
+		tmpl.Spec.Containers = append([]corev1.Container{{Name: ContainerName}}, tmpl.Spec.Containers...)
+		i = 0
+	}
+	if k.Image != "" {
+		tmpl.Spec.Containers[i].Image = k.Image
+	}
+	if tmpl.Spec.Containers[i].Image == "" {
+		return tmpl, fmt.Errorf("pool %s: kubernetes.template: the %q container has no image", p.Name, ContainerName)
+	}
+	if k.ServiceAccountName != "" {
+		tmpl.Spec.ServiceAccountName = k.ServiceAccountName
+	}
+	if tmpl.Spec.RestartPolicy == "" {
+		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways // the only policy a StatefulSet accepts
+	}
+	addDocker(p, &tmpl)
+	return tmpl, nil
+}
+
+// decodeStrict turns the raw YAML template into a PodTemplateSpec with the API
+// machinery's strict decoder, which names unknown and duplicate fields by path.
+func decodeStrict(node *yaml.Node, out *corev1.PodTemplateSpec) error {
+	raw, err := nodeJSON(node)
+	if err != nil {
+		return err
+	}
+	wrapped, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "PodTemplate", "template": json.RawMessage(raw)})
+	if err != nil {
+		return err
+	}
+	s := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{Strict: true})
+	var pt corev1.PodTemplate
+	if _, _, err := s.Decode(wrapped, nil, &pt); err != nil {
+		return fmt.Errorf("%s", strings.ReplaceAll(err.Error(), `"template.`, `"`))
+	}
+	*out = pt.Template
+	return nil
+}
+
+func runnerIndex(cs []corev1.Container) int {
+	for i, c := range cs {
+		if c.Name == ContainerName {
+			return i
+		}
+	}
+	return -1
+}
+
+// DockerImage is the sidecar's image when dockerEnabled is set.
+const DockerImage = "docker:27-dind"
+
+func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
+	k := p.Kubernetes
+	i := runnerIndex(tmpl.Spec.Containers)
+	c := &tmpl.Spec.Containers[i]
+	switch {
+	case k.DockerdWithinRunnerContainer:
+		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKERD_IN_RUNNER", Value: "true"})
+	case k.DockerEnabled && runnerIndexNamed(tmpl.Spec.Containers, "docker") < 0:
+		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKER_ENABLED", Value: "true"},
+			corev1.EnvVar{Name: "DOCKER_HOST", Value: "tcp://localhost:2375"})
+		tmpl.Spec.Containers = append(tmpl.Spec.Containers, corev1.Container{
+			Name: "docker", Image: DockerImage,
+			Env:             []corev1.EnvVar{{Name: "DOCKER_TLS_CERTDIR", Value: ""}},
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: "/home/runner/_work"}},
+		})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: "/home/runner/_work"})
+		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	}
+}
+
+func runnerIndexNamed(cs []corev1.Container, name string) int {
+	for i, c := range cs {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Hash identifies what a runner is built from: the pool's template (after the
+// image and docker options), scope, labels, group, mode and volume claims — never
+// replicas or times, so a runner is replaced only when what it runs changed.
+func Hash(p *pool.Pool, tmpl corev1.PodTemplateSpec) string {
+	h := fnv.New64a()
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(tmpl)
+	_ = enc.Encode([]any{p.Scope(), p.AllLabels(), p.Group, p.IsEphemeral(), volumeClaims(p)})
+	return strconv.FormatUint(h.Sum64(), 36)
+}
+
+func volumeClaims(p *pool.Pool) []corev1.PersistentVolumeClaim {
+	pvcs, _ := decodeClaims(p) // checked by Validate when the sweeper starts
+	return pvcs
+}
+
+func decodeClaims(p *pool.Pool) ([]corev1.PersistentVolumeClaim, error) {
+	if p.Kubernetes.VolumeClaimTemplates.Kind == 0 {
+		return nil, nil
+	}
+	raw, err := nodeJSON(&p.Kubernetes.VolumeClaimTemplates)
+	if err != nil {
+		return nil, err
+	}
+	var pvcs []corev1.PersistentVolumeClaim
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&pvcs); err != nil {
+		return nil, fmt.Errorf("pool %s: kubernetes.volumeClaimTemplates: %w", p.Name, err)
+	}
+	return pvcs, nil
+}
+
+// nodeJSON converts raw YAML to JSON, the form the Kubernetes types decode from.
+func nodeJSON(node *yaml.Node) ([]byte, error) {
+	var v any
+	if err := node.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// NewName returns a fresh runner name for the pool: `<pool>-xxxxx`, like a
+// generateName; its pod (and GitHub runner) is `<name>-0`.
+func NewName(pool string) string {
+	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // Kubernetes' generateName alphabet
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return pool + "-" + string(b)
+}
+
+// PodName is the name of the runner's only pod, and of its GitHub runner.
+func PodName(name string) string { return name + "-0" }
+
+// Credentials are what the runner registers with: a JIT config, or a registration token.
+type Credentials struct {
+	RunnerID  int64 // known at creation with a JIT config
+	JITConfig string
+	Token     string
+}
+
+// Spec is everything Build needs.
+type Spec struct {
+	Pool      *pool.Pool
+	Template  corev1.PodTemplateSpec
+	Hash      string
+	Name      string
+	GitHubURL string // where runners register: https://github.com or the GHES host
+	Creds     Credentials
+	Now       time.Time
+}
+
+// Secret returns the runner's credentials Secret (owned by its StatefulSet once
+// that exists; see Own).
+func Secret(s Spec) *corev1.Secret {
+	data := map[string][]byte{}
+	if s.Creds.JITConfig != "" {
+		data[SecretJITConfig] = []byte(s.Creds.JITConfig)
+	} else {
+		data[SecretToken] = []byte(s.Creds.Token)
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Pool.Kubernetes.Namespace,
+			Labels: map[string]string{LabelPool: s.Pool.Name, LabelRunner: s.Name}},
+		Data: data, Type: corev1.SecretTypeOpaque,
+	}
+	if s.Creds.RunnerID != 0 {
+		sec.Annotations = map[string]string{AnnotationRunnerID: strconv.FormatInt(s.Creds.RunnerID, 10)}
+	}
+	return sec
+}
+
+// Own makes sts the controller owner of the Secret, so it is garbage-collected with it.
+func Own(sec *corev1.Secret, sts *appsv1.StatefulSet) {
+	sec.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}
+}
+
+// StatefulSet returns the runner's StatefulSet: replicas 1, annotated with the
+// runner id when the JIT config gave it, its pod labelled and held by the
+// unregistration finalizer, the runner container given its environment and credentials.
+func StatefulSet(s Spec) *appsv1.StatefulSet {
+	p := s.Pool
+	labels := map[string]string{LabelPool: p.Name, LabelRunner: s.Name, LabelTemplateHash: s.Hash}
+	tmpl := *s.Template.DeepCopy()
+	tmpl.Labels = merge(tmpl.Labels, labels)
+	tmpl.Finalizers = append(tmpl.Finalizers, Finalizer)
+	i := runnerIndex(tmpl.Spec.Containers)
+	tmpl.Spec.Containers[i].Env = append(runnerEnv(s), tmpl.Spec.Containers[i].Env...)
+	annotations := map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)}
+	if s.Creds.RunnerID != 0 {
+		// Known at creation from the JIT config. The pod gets the same annotation
+		// only once GitHub lists the runner online: that marks it registered.
+		annotations[AnnotationRunnerID] = strconv.FormatInt(s.Creds.RunnerID, 10)
+	}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: s.Name, Namespace: p.Kubernetes.Namespace, Labels: labels, Annotations: annotations,
+		},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:             ptr.To[int32](1),
+			Selector:             &metav1.LabelSelector{MatchLabels: map[string]string{LabelPool: p.Name, LabelRunner: s.Name}},
+			Template:             tmpl,
+			VolumeClaimTemplates: volumeClaims(p),
+			PodManagementPolicy:  appsv1.ParallelPodManagement,
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+			},
+		},
+	}
+}
+
+func runnerEnv(s Spec) []corev1.EnvVar {
+	p := s.Pool
+	sc := p.Scope()
+	env := []corev1.EnvVar{
+		{Name: "RUNNER_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+		{Name: "GITHUB_URL", Value: s.GitHubURL},
+		{Name: "RUNNER_LABELS", Value: strings.Join(p.Labels, ",")},
+		{Name: "RUNNER_GROUP", Value: p.Group},
+		{Name: "RUNNER_EPHEMERAL", Value: strconv.FormatBool(p.IsEphemeral())},
+	}
+	switch {
+	case sc.Enterprise != "":
+		env = append(env, corev1.EnvVar{Name: "RUNNER_ENTERPRISE", Value: sc.Enterprise})
+	case sc.Organization != "":
+		env = append(env, corev1.EnvVar{Name: "RUNNER_ORG", Value: sc.Organization})
+	default:
+		env = append(env, corev1.EnvVar{Name: "RUNNER_REPO", Value: sc.Repository})
+	}
+	key, name := SecretToken, "RUNNER_TOKEN"
+	if s.Creds.JITConfig != "" {
+		key, name = SecretJITConfig, "ACTIONS_RUNNER_INPUT_JITCONFIG"
+	}
+	return append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: key}}})
+}
+
+func merge(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// Validate checks every pool's template and volume claim templates; the sweeper
+// calls it at start so a bad pools file fails before any sweep.
+func Validate(cfg *pool.Config) error {
+	for i := range cfg.Pools {
+		p := &cfg.Pools[i]
+		if _, err := Template(p); err != nil {
+			return err
+		}
+		if _, err := decodeClaims(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
