@@ -1,6 +1,7 @@
 // Command sweeper is the sweeper Lambda: on a schedule (all pools) or a nudge (one
-// pool) it decides each pool's desired runners and records the decision
-// (package sweeper). Wiring only.
+// pool) it decides each pool's desired runners and keeps one StatefulSet per runner
+// in line with it, unregistering runners from GitHub before anything is deleted
+// (packages sweeper and reconcile). Wiring only.
 package main
 
 import (
@@ -10,11 +11,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -42,10 +47,33 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
+	key := []byte(cfg.PrivateKey)
+	if cfg.PrivateKeyARN != "" {
+		if key, err = awsconf.Secret(ctx, secretsmanager.NewFromConfig(aws), cfg.PrivateKeyARN); err != nil {
+			return nil, err
+		}
+	}
 	clk := clock.RealClock{}
-	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease)
+	gh, err := githubapi.New(githubapi.Config{BaseURL: cfg.GitHubURL, Clock: clk,
+		Auth: githubapi.Auth{AppID: cfg.AppID, InstallationID: cfg.InstallationID, PrivateKey: key, Token: cfg.Token}})
+	if err != nil {
+		return nil, err
+	}
+	restCfg, err := kube.FromKubeconfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	kc, err := kube.NewClient(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout})
+	if err != nil {
+		return nil, err
+	}
+	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
+	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
-		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), nil, clk, log,
+		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log,
 		sweeper.Options{Parallelism: cfg.Parallelism}), nil
 }

@@ -21,15 +21,50 @@ type Config struct {
 	Lease time.Duration
 	// Parallelism bounds pools swept at once (SWEEP_PARALLELISM, default 4).
 	Parallelism int
+
+	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
+	Kubeconfig string
+
+	// GitHubURL is the REST API root (GITHUB_URL, default https://api.github.com/;
+	// GitHub Enterprise Server: https://HOST/api/v3/).
+	GitHubURL string
+	// RunnerGitHubURL is where runners register (RUNNER_GITHUB_URL; derived from GitHubURL).
+	RunnerGitHubURL string
+	// AppID and InstallationID identify the GitHub App installation
+	// (GITHUB_APP_ID, GITHUB_APP_INSTALLATION_ID).
+	AppID, InstallationID int64
+	// PrivateKeyARN names the Secrets Manager secret with the App's private key
+	// (GITHUB_APP_PRIVATE_KEY_ARN); PrivateKey is the PEM itself, for the local stack
+	// only (GITHUB_APP_PRIVATE_KEY).
+	PrivateKeyARN, PrivateKey string
+	// Token is a personal access token instead of an App (GITHUB_TOKEN).
+	Token string
 }
 
 // ConfigFromEnv reads the configuration through getenv and validates it.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
-		Lease: 30 * time.Second, Parallelism: 4,
+		Lease: 30 * time.Second, Parallelism: 4, Kubeconfig: getenv("KUBECONFIG"),
+		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
+		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: getenv("GITHUB_APP_PRIVATE_KEY"), Token: getenv("GITHUB_TOKEN"),
 	}
 	var errs []error
+	for name, dst := range map[string]*int64{"GITHUB_APP_ID": &c.AppID, "GITHUB_APP_INSTALLATION_ID": &c.InstallationID} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s %q must be a positive number", name, v))
+			}
+			*dst = n
+		}
+	}
+	if c.GitHubURL == "" {
+		c.GitHubURL = "https://api.github.com/"
+	}
+	if c.RunnerGitHubURL == "" {
+		c.RunnerGitHubURL = RunnerURL(c.GitHubURL)
+	}
 	if v := getenv("LEASE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 5 || n > 600 {
@@ -62,5 +97,27 @@ func (c Config) Validate() error {
 	if c.DynamoDBEndpoint != "" && !strings.HasPrefix(c.DynamoDBEndpoint, "http") {
 		errs = append(errs, fmt.Errorf("DYNAMODB_ENDPOINT %q is not a URL", c.DynamoDBEndpoint))
 	}
+	if c.Kubeconfig == "" {
+		errs = append(errs, errors.New("KUBECONFIG is required (the cluster the runners live in)"))
+	}
+	app := c.AppID != 0 || c.InstallationID != 0 || c.PrivateKeyARN != "" || c.PrivateKey != ""
+	switch {
+	case app && c.Token != "":
+		errs = append(errs, errors.New("set either GITHUB_APP_* or GITHUB_TOKEN, not both"))
+	case c.Token == "" && (c.AppID == 0 || c.InstallationID == 0):
+		errs = append(errs, errors.New("GITHUB_APP_ID and GITHUB_APP_INSTALLATION_ID are required (or GITHUB_TOKEN)"))
+	case c.Token == "" && (c.PrivateKeyARN == "") == (c.PrivateKey == ""):
+		errs = append(errs, errors.New("set exactly one of GITHUB_APP_PRIVATE_KEY_ARN and GITHUB_APP_PRIVATE_KEY (local stack)"))
+	}
 	return errors.Join(errs...)
+}
+
+// RunnerURL is where runners register for an API root: https://github.com for
+// api.github.com, https://HOST for https://HOST/api/v3/.
+func RunnerURL(api string) string {
+	api = strings.TrimSuffix(api, "/")
+	if api == "https://api.github.com" {
+		return "https://github.com"
+	}
+	return strings.TrimSuffix(api, "/api/v3")
 }

@@ -10,22 +10,50 @@ import (
 
 func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
+	base := map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "KUBECONFIG": "k", "GITHUB_APP_ID": "1",
+		"GITHUB_APP_INSTALLATION_ID": "2", "GITHUB_APP_PRIVATE_KEY_ARN": "arn:aws:secretsmanager:x"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
 	cases := []struct {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p"}, ""},
-		{map[string]string{"POOLS_CONFIG": "p"}, "TABLE_NAME is required"},
-		{map[string]string{"TABLE_NAME": "t"}, "POOLS_CONFIG is required"},
-		{map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "LEASE_SECONDS": "2"}, `LEASE_SECONDS "2" must be`},
-		{map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "SWEEP_PARALLELISM": "x"}, `SWEEP_PARALLELISM "x" must be`},
-		{map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "DYNAMODB_ENDPOINT": "db:8000"}, `DYNAMODB_ENDPOINT "db:8000" is not a URL`},
+		{with(), ""},
+		{with("TABLE_NAME", ""), "TABLE_NAME is required"},
+		{with("POOLS_CONFIG", ""), "POOLS_CONFIG is required"},
+		{with("LEASE_SECONDS", "2"), `LEASE_SECONDS "2" must be`},
+		{with("SWEEP_PARALLELISM", "x"), `SWEEP_PARALLELISM "x" must be`},
+		{with("DYNAMODB_ENDPOINT", "db:8000"), `DYNAMODB_ENDPOINT "db:8000" is not a URL`},
+		{with("KUBECONFIG", ""), "KUBECONFIG is required"},
+		{with("GITHUB_APP_ID", "abc"), `GITHUB_APP_ID "abc" must be a positive number`},
+		{with("GITHUB_TOKEN", "ghp_x"), "either GITHUB_APP_* or GITHUB_TOKEN"},
+		{with("GITHUB_APP_PRIVATE_KEY", "pem"), "exactly one of GITHUB_APP_PRIVATE_KEY_ARN and GITHUB_APP_PRIVATE_KEY"},
+		{with("GITHUB_APP_INSTALLATION_ID", ""), "GITHUB_APP_ID and GITHUB_APP_INSTALLATION_ID are required"},
 	}
 	for _, tc := range cases {
 		c, err := sweeper.ConfigFromEnv(func(k string) string { return tc.env[k] })
 		if tc.want == "" && (err != nil || c.Lease != 30*time.Second || c.Parallelism != 4) ||
 			tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("env %v: config %+v, error %v; want %q", tc.env, c, err, tc.want)
+		}
+	}
+}
+
+func TestRunnerURL(t *testing.T) {
+	t.Parallel()
+	for api, want := range map[string]string{
+		"https://api.github.com/": "https://github.com", "https://ghes.example.com/api/v3/": "https://ghes.example.com",
+	} {
+		if got := sweeper.RunnerURL(api); got != want {
+			t.Errorf("RunnerURL(%q) = %q, want %q", api, got, want)
 		}
 	}
 }

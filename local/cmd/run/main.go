@@ -7,12 +7,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,15 +27,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/stack"
 )
 
@@ -39,6 +51,39 @@ func main() {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		os.Exit(1)
 	}
+}
+
+// reconciler connects the sweeper to the local kube-apiserver (creating the pools'
+// namespaces) and to an in-process GitHub simulator with a fresh App key.
+func reconciler(ctx context.Context, pools *pool.Config, s *stack.Stack, clk clock.PassiveClock, log *slog.Logger) (*reconcile.Reconciler, string, error) {
+	restCfg, err := kube.FromKubeconfig(s.Kubeconfig)
+	if err != nil {
+		return nil, "", err
+	}
+	kc, err := kube.NewClient(restCfg)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, p := range pools.Pools {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, "", err
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey})
+	srv := httptest.NewServer(sim.Handler())
+	go func() { <-ctx.Done(); srv.Close() }()
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	gh, err := githubapi.New(githubapi.Config{BaseURL: srv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
+	if err != nil {
+		return nil, "", err
+	}
+	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: srv.URL})
+	return rec, srv.URL, err
 }
 
 // schedule sends the sweeper a scheduled event every interval until ctx ends.
@@ -89,10 +134,13 @@ func run() error {
 	clk := clock.RealClock{}
 	store := reservation.New(db, *tableName, clk)
 	// The sweeper runs in-process: nudged by the webhook after each queued job, and
-	// on a short schedule. It decides and records desired counts (reconciling
-	// Kubernetes comes with the sweeper's second part).
+	// on a short schedule, against the local kube-apiserver and a GitHub simulator.
+	rec, ghURL, err := reconciler(ctx, pools, s, clk, log)
+	if err != nil {
+		return err
+	}
 	sw := sweeper.New(pools, store, poolstate.NewStore(db, *tableName),
-		poolstate.NewLeases(db, *tableName, clk, 30*time.Second), nil, clk, log, sweeper.Options{})
+		poolstate.NewLeases(db, *tableName, clk, 30*time.Second), rec, clk, log, sweeper.Options{})
 	nudger := nudge.Func(func(_ context.Context, pool string) error {
 		go func() { _, _ = sw.Handle(ctx, sweeper.Event{Pool: pool}) }()
 		return nil
@@ -109,8 +157,8 @@ func run() error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
 	fmt.Fprintf(os.Stderr, "\nrun: webhook on http://%s/webhook (secret %q), pools %s, table %s\n"+
-		"run: KUBECONFIG=%s  DYNAMODB_ENDPOINT=%s\nrun: Ctrl-C stops everything\n\n",
-		ln.Addr(), *secret, *poolsFile, *tableName, s.Kubeconfig, s.DynamoEndpoint)
+		"run: KUBECONFIG=%s  DYNAMODB_ENDPOINT=%s  GitHub simulator %s\nrun: Ctrl-C stops everything\n\n",
+		ln.Addr(), *secret, *poolsFile, *tableName, s.Kubeconfig, s.DynamoEndpoint, ghURL)
 	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
