@@ -11,7 +11,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
@@ -59,7 +63,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	restCfg, err := kube.FromKubeconfig(cfg.Kubeconfig)
+	restCfg, err := restConfig(ctx, cfg, aws, clk)
 	if err != nil {
 		return nil, err
 	}
@@ -76,4 +80,20 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
 		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log,
 		sweeper.Options{Parallelism: cfg.Parallelism}), nil
+}
+
+// restConfig connects to EKS with an aws-iam-authenticator token (or, on the local
+// stack, through a kubeconfig).
+func restConfig(ctx context.Context, cfg sweeper.Config, aws awssdk.Config, clk clock.PassiveClock) (*rest.Config, error) {
+	if cfg.Kubeconfig != "" {
+		return kube.FromKubeconfig(cfg.Kubeconfig)
+	}
+	cluster := kube.Cluster{Name: cfg.EKSCluster, Endpoint: cfg.EKSEndpoint, CA: cfg.EKSCA}
+	if cluster.Endpoint == "" {
+		var err error
+		if cluster, err = kube.Describe(ctx, eks.NewFromConfig(aws), cfg.EKSCluster); err != nil {
+			return nil, err
+		}
+	}
+	return kube.ForEKS(cluster, sts.NewFromConfig(aws), clk)
 }

@@ -24,6 +24,9 @@ type Config struct {
 
 	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
 	Kubeconfig string
+	// EKSCluster names the EKS cluster (EKS_CLUSTER_NAME); its endpoint and CA come
+	// from eks:DescribeCluster unless EKS_ENDPOINT and EKS_CA (base64 PEM) are set.
+	EKSCluster, EKSEndpoint, EKSCA string
 
 	// GitHubURL is the REST API root (GITHUB_URL, default https://api.github.com/;
 	// GitHub Enterprise Server: https://HOST/api/v3/).
@@ -46,6 +49,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
 		Lease: 30 * time.Second, Parallelism: 4, Kubeconfig: getenv("KUBECONFIG"),
+		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: getenv("GITHUB_APP_PRIVATE_KEY"), Token: getenv("GITHUB_TOKEN"),
 	}
@@ -97,8 +101,11 @@ func (c Config) Validate() error {
 	if c.DynamoDBEndpoint != "" && !strings.HasPrefix(c.DynamoDBEndpoint, "http") {
 		errs = append(errs, fmt.Errorf("DYNAMODB_ENDPOINT %q is not a URL", c.DynamoDBEndpoint))
 	}
-	if c.Kubeconfig == "" {
-		errs = append(errs, errors.New("KUBECONFIG is required (the cluster the runners live in)"))
+	if (c.Kubeconfig == "") == (c.EKSCluster == "") {
+		errs = append(errs, errors.New("set exactly one of EKS_CLUSTER_NAME and KUBECONFIG (local stack): the cluster the runners live in"))
+	}
+	if (c.EKSEndpoint == "") != (c.EKSCA == "") {
+		errs = append(errs, errors.New("set both EKS_ENDPOINT and EKS_CA, or neither (then eks:DescribeCluster finds them)"))
 	}
 	app := c.AppID != 0 || c.InstallationID != 0 || c.PrivateKeyARN != "" || c.PrivateKey != ""
 	switch {
