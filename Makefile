@@ -33,12 +33,15 @@ build: $(addprefix bin/,$(addsuffix /bootstrap,$(FUNCTIONS))) ## Build both Lamb
 bin/%/bootstrap: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $@ ./functions/$*
 
-# Targets `sam build` calls (BuildMethod: makefile).
+# Targets `sam build` calls (BuildMethod: makefile): the bootstrap and the pools file.
+POOLS_FILE ?= infra/pools.yaml
 .PHONY: build-WebhookFunction build-SweeperFunction
 build-WebhookFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/webhook
+	cp $(POOLS_FILE) $(ARTIFACTS_DIR)/pools.yaml
 build-SweeperFunction:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper
+	cp $(POOLS_FILE) $(ARTIFACTS_DIR)/pools.yaml
 
 .PHONY: test
 test: deps kube ## Run every test against a fresh local stack (dynalite + kube-apiserver)

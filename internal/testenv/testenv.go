@@ -187,3 +187,18 @@ func Namespace(t testing.TB) (kubernetes.Interface, string) {
 	})
 	return cs, ns
 }
+
+// UserRESTConfig is a configuration that authenticates as user in groups (a client
+// certificate from the stack's CA), for tests of RBAC rules.
+func UserRESTConfig(t testing.TB, user string, groups []string) *rest.Config {
+	t.Helper()
+	path, err := stack.UserKubeconfig(get(t).kubeconfig, user, groups)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	return cfg
+}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // pki is the stack's certificate authority and the files the control plane reads.
@@ -165,4 +167,25 @@ func writePEM(path, kind string, der []byte) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return nil
+}
+
+// UserKubeconfig writes a kubeconfig for user in groups next to the stack's admin
+// kubeconfig (same server and CA, a client certificate signed by the stack's CA)
+// and returns its path: what a test needs to act as an RBAC subject.
+func UserKubeconfig(adminKubeconfig, user string, groups []string) (string, error) {
+	dir := filepath.Dir(adminKubeconfig)
+	p, err := newPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		return "", err
+	}
+	name := "user-" + user
+	if err := p.IssueClient(name, user, groups); err != nil {
+		return "", err
+	}
+	admin, err := clientcmd.LoadFromFile(adminKubeconfig)
+	if err != nil {
+		return "", fmt.Errorf("reading admin kubeconfig: %w", err)
+	}
+	path := filepath.Join(dir, name+".kubeconfig")
+	return path, writeKubeconfig(path, admin.Clusters["local"].Server, p, name)
 }

@@ -1,0 +1,97 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+)
+
+// TestSweeperRBACIsEnough applies the Role and RoleBinding of infra/rbac.yaml to a
+// namespace and runs a scale-up and a scale-down as a member of the sweeper's
+// group: the rules must allow everything the reconciler does.
+func TestSweeperRBACIsEnough(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	applyRBAC(t, e)
+	user, err := kubernetes.NewForConfig(testenv.UserRESTConfig(t, "sweeper-"+e.ns, []string{"runnerscaler-sweeper"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := user.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{}); err == nil {
+		t.Fatal("the sweeper's group can list pods outside its namespace")
+	}
+	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	e.rec, err = reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(2, time.Time{})
+	names := e.statefulSets()
+	if len(names) != 2 {
+		t.Fatalf("scale-up as the sweeper: %v", names)
+	}
+	for _, n := range names {
+		e.start(n)
+	}
+	e.mustSweep(2, time.Time{})
+	e.clock.Step(2 * time.Minute)
+	e.mustSweep(0, time.Time{})
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("scale-down as the sweeper: %v", got)
+	}
+}
+
+func applyRBAC(t *testing.T, e *env) {
+	t.Helper()
+	raw, err := os.ReadFile("../../infra/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		var obj map[string]any
+		if err := dec.Decode(&obj); err == io.EOF {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		doc, _ := utilyamlToJSON(obj)
+		switch obj["kind"] {
+		case "Role":
+			var r rbacv1.Role
+			mustJSON(t, doc, &r)
+			r.Namespace = e.ns
+			if _, err := e.kube.RbacV1().Roles(e.ns).Create(t.Context(), &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			mustJSON(t, doc, &b)
+			b.Namespace = e.ns
+			if _, err := e.kube.RbacV1().RoleBindings(e.ns).Create(t.Context(), &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func utilyamlToJSON(obj map[string]any) ([]byte, error) { return json.Marshal(obj) }
+
+func mustJSON(t *testing.T, raw []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatal(err)
+	}
+}
