@@ -55,6 +55,12 @@ bench: deps kube ## Run the benchmarks on the local stack and print their number
 run: deps kube ## Bring up the local stack and keep it running (Ctrl-C stops it)
 	@bash local/run.sh
 
+.PHONY: invoke
+FN ?= webhook
+EVENT ?= local/events/webhook-queued.json
+invoke: deps kube ## Run a real bootstrap under the Lambda emulator: make invoke FN=webhook|sweeper EVENT=local/events/<file>.json
+	@go run ./local/cmd/invoke -fn $(FN) -event $(EVENT)
+
 .PHONY: stack-up stack-down
 stack-up: deps kube ## Start the local stack in .stack/ and leave it running
 	@go run ./local/cmd/stack up

@@ -1,0 +1,150 @@
+// Command invoke is `make invoke FN=webhook|sweeper EVENT=local/events/<file>.json`:
+// it builds the function's real linux bootstrap, runs it under the AWS Lambda
+// Runtime Interface Emulator against the local stack (started in .stack if it is
+// not running; `make stack-down` stops it), sends the event, and prints the
+// response and the init duration. The sweeper talks to an in-process GitHub
+// simulator.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/kube"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/table"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/invoke"
+	"github.com/runnerscaler/runnerscaler/local/stack"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "invoke:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fn := flag.String("fn", "webhook", "function: webhook or sweeper")
+	eventFile := flag.String("event", "local/events/webhook-queued.json", "event file")
+	poolsFile := flag.String("pools", "local/pools.yaml", "pools file")
+	tableName := flag.String("table", "runnerscaler", "table on the local dynalite")
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+
+	root, _ := os.Getwd()
+	event, err := os.ReadFile(*eventFile)
+	if err != nil {
+		return err
+	}
+	pools, _ := filepath.Abs(*poolsFile)
+	cfg, err := pool.Load(pools)
+	if err != nil {
+		return err
+	}
+	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, Detach: true, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	if err := prepare(ctx, s, cfg, *tableName); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "TABLE_NAME="+*tableName, "POOLS_CONFIG="+pools, "DYNAMODB_ENDPOINT="+s.DynamoEndpoint,
+		"AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local")
+	switch *fn {
+	case "webhook":
+		env = append(env, "WEBHOOK_SECRET=local-webhook-secret")
+	case "sweeper":
+		url, key, stop, err := githubSimulator()
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env = append(env, "KUBECONFIG="+s.Kubeconfig, "GITHUB_URL="+url, "GITHUB_APP_ID=1", "GITHUB_APP_INSTALLATION_ID=1",
+			"GITHUB_APP_PRIVATE_KEY="+key, "RUNNER_GITHUB_URL="+url)
+	default:
+		return fmt.Errorf("-fn %q: want webhook or sweeper", *fn)
+	}
+	bootstrap := filepath.Join(root, "bin", "local", *fn, "bootstrap")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", bootstrap, "./functions/"+*fn)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building %s: %w", *fn, err)
+	}
+	rie, err := exec.CommandContext(ctx, "bash", "local/rie-build.sh").Output()
+	if err != nil {
+		return fmt.Errorf("building aws-lambda-rie: %w", err)
+	}
+	e, err := invoke.Start(ctx, strings.TrimSpace(string(rie)), bootstrap, env)
+	if err != nil {
+		return err
+	}
+	defer e.Stop()
+	out, err := e.Invoke(ctx, event)
+	fmt.Fprint(os.Stderr, e.Logs())
+	if err != nil {
+		return err
+	}
+	if d, ok := e.InitDuration(); ok {
+		fmt.Fprintf(os.Stderr, "invoke: init duration %s\n", d)
+	}
+	fmt.Println(string(out))
+	return nil
+}
+
+// prepare creates the table and the pools' namespaces (both idempotent).
+func prepare(ctx context.Context, s *stack.Stack, cfg *pool.Config, tableName string) error {
+	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.DynamoEndpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+	if err := table.Create(ctx, db, tableName); err != nil {
+		return err
+	}
+	rc, err := kube.FromKubeconfig(s.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kc, err := kube.NewClient(rc)
+	if err != nil {
+		return err
+	}
+	for _, p := range cfg.Pools {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+func githubSimulator() (url, keyPEM string, stop func(), err error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return "", "", nil, err
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey})
+	srv := httptest.NewServer(sim.Handler())
+	pemKey := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	return srv.URL + "/", string(pemKey), srv.Close, nil
+}

@@ -1,0 +1,145 @@
+package tests
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/invoke"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// build compiles a function's bootstrap for linux on this machine's architecture,
+// with the flags of the Lambda build.
+func build(t *testing.T, fn string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bootstrap")
+	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "../functions/"+fn)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", fn, err, msg)
+	}
+	return out
+}
+
+func rie(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("bash", "../local/rie-build.sh").Output()
+	if err != nil {
+		t.Fatalf("building aws-lambda-rie: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func localEnv(t *testing.T, extra ...string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local", "DYNAMODB_ENDPOINT=" + testenv.DynamoDBEndpoint(t)}, extra...)
+}
+
+func start(t *testing.T, bootstrap string, env []string) *invoke.Emulator {
+	t.Helper()
+	e, err := invoke.Start(t.Context(), rie(t), bootstrap, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Stop)
+	return e
+}
+
+// TestWebhookBootstrapUnderEmulator: the real linux bootstrap, the shipped event
+// files, the local dynalite — a signed queued delivery answers 200 and reserves.
+func TestWebhookBootstrapUnderEmulator(t *testing.T) {
+	t.Parallel()
+	db, tableName := testenv.Table(t)
+	pools, _ := filepath.Abs("../local/pools.yaml")
+	e := start(t, build(t, "webhook"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools, "WEBHOOK_SECRET=local-webhook-secret"))
+	for file, want := range map[string]int{"webhook-queued.json": 200, "webhook-bad-signature.json": 401} {
+		event, err := os.ReadFile("../local/events/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.Invoke(t.Context(), event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var resp events.APIGatewayV2HTTPResponse
+		if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != want {
+			t.Fatalf("%s: %s (%v), want status %d\n%s", file, out, err, want, e.Logs())
+		}
+	}
+	rs, err := reservation.New(db, tableName, clock.RealClock{}).Active(t.Context(), "octo")
+	if err != nil || len(rs) != 1 || rs[0].JobID != 289782451 {
+		t.Fatalf("reservations after the queued event: %+v, %v", rs, err)
+	}
+	if d, ok := e.InitDuration(); !ok || d <= 0 {
+		t.Fatalf("no init duration in the emulator's report:\n%s", e.Logs())
+	} else {
+		t.Logf("webhook init duration under the emulator: %s", d)
+	}
+}
+
+// TestSweeperBootstrapUnderEmulator: the scheduled event file makes the real
+// sweeper bootstrap create a runner's StatefulSet on the local kube-apiserver.
+func TestSweeperBootstrapUnderEmulator(t *testing.T) {
+	t.Parallel()
+	db, tableName := testenv.Table(t)
+	kube, ns := testenv.Namespace(t)
+	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	cfg := fmt.Sprintf("pools:\n  - name: octo\n    organization: Octocoders\n    labels: [ubuntu-latest]\n    maxReplicas: 3\n    kubernetes: {namespace: %s, image: runner:1}\n", ns)
+	if err := os.WriteFile(pools, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	sim := githubsim.New(githubsim.Options{AppID: 3, AppKey: &key.PublicKey})
+	srv := httptest.NewServer(sim.Handler())
+	defer srv.Close()
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	_, err := reservation.New(db, tableName, clock.RealClock{}).Record(t.Context(), reservation.Delivery{
+		Pool: "octo", JobID: 1, State: reservation.Queued, Amount: 1, Duration: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, build(t, "sweeper"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools,
+		"KUBECONFIG="+testenv.Kubeconfig(t), "GITHUB_URL="+srv.URL+"/", "GITHUB_APP_ID=3", "GITHUB_APP_INSTALLATION_ID=1",
+		"GITHUB_APP_PRIVATE_KEY="+string(keyPEM)))
+	event, err := os.ReadFile("../local/events/sweeper-scheduled.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Invoke(t.Context(), event)
+	if err != nil || !strings.Contains(string(out), `"swept":["octo"]`) {
+		t.Fatalf("sweeper answered %s, %v\n%s", out, err, e.Logs())
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	list, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("statefulsets after the scheduled sweep: %d, %v\n%s", len(list.Items), err, e.Logs())
+	}
+	if !strings.Contains(e.Logs(), `"_aws"`) {
+		t.Fatalf("no CloudWatch EMF record in the sweeper's output:\n%s", e.Logs())
+	}
+	if d, ok := e.InitDuration(); ok {
+		t.Logf("sweeper init duration under the emulator: %s", d)
+	}
+}
