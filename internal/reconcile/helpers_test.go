@@ -74,7 +74,7 @@ pools:
 
 func newEnv(t *testing.T, ephemeral bool) *env {
 	t.Helper()
-	keyOnce.Do(func() { appKey, _ = rsa.GenerateKey(rand.Reader, 2048) })
+	keyOnce.Do(func() { appKey, _ = rsaKey() })
 	_, ns := testenv.Namespace(t)
 	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second))}
 	cfg := testenv.RESTConfig(t)
@@ -251,3 +251,5 @@ func (e *env) releaseFinalizers() {
 			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	}
 }
+
+func rsaKey() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 2048) }
