@@ -176,6 +176,28 @@ func (le *Lease) Release(ctx context.Context) (again bool, err error) {
 	return false, nil
 }
 
+// ForceRelease gives the lease up even if nudges marked the pool dirty; the next
+// nudge or scheduled sweep takes it.
+func (le *Lease) ForceRelease(ctx context.Context) error {
+	l := le.leases
+	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(l.table),
+		Key:                       itemKey(le.Pool, "LEASE"),
+		UpdateExpression:          aws.String("SET #holder = :none, #until = :zero"),
+		ConditionExpression:       aws.String("#holder = :me"),
+		ExpressionAttributeNames:  map[string]string{"#holder": "holder", "#until": "until"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":none": str(""), ":zero": num(0), ":me": str(le.Holder)},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+	case err != nil:
+		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
+	}
+	return nil
+}
+
 // reconcileDirty runs after a refused release: either nudges arrived (sweep again)
 // or the lease is no longer ours.
 func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -101,6 +103,39 @@ func TestEphemeralCompletionHold(t *testing.T) {
 	e.mustSweep(1, e.clock.Now())
 	if got := e.statefulSets(); len(got) != 1 {
 		t.Fatalf("a newer reservation must be served at once: %v", got)
+	}
+}
+
+// TestSaturatedBacklogIsNotHeld: at maxReplicas with queued jobs waiting, a runner
+// that finishes is replaced at once once its completion is counted — ARC's hold
+// alone would starve the backlog for ten minutes.
+func TestSaturatedBacklogIsNotHeld(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	effective := e.clock.Now()
+	e.clock.Step(time.Second)
+	saturated := func(reserved int) error {
+		return e.rec.Reconcile(t.Context(), e.pool, scaling.Decision{Desired: 1, Reserved: reserved, EffectiveTime: effective, Saturated: true}, &e.status)
+	}
+	if err := saturated(3); err != nil {
+		t.Fatal(err)
+	}
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	_ = e.sim.SetBusy(r.ID, true)
+	e.exit(name, r.ID)
+	e.clock.Step(time.Second)
+	if err := saturated(3); err != nil { // the completion is not counted yet: held
+		t.Fatal(err)
+	}
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("before the completion is counted: %v, want the hold", got)
+	}
+	if err := saturated(2); err != nil { // counted: two jobs still wait
+		t.Fatal(err)
+	}
+	if got := e.statefulSets(); len(got) != 1 {
+		t.Fatalf("after the completion is counted: %v, want a new runner at once", got)
 	}
 }
 

@@ -57,7 +57,8 @@ type Options struct {
 	// `completed` delivery was probably lost.
 	MaxWait time.Duration
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
-	// arrived while it held the lease (default 5).
+	// arrived while it held the lease (default 100); then it lets the lease go
+	// regardless, so the next nudge or tick takes over.
 	MaxRounds int
 }
 
@@ -87,7 +88,7 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 		opts.MaxWait = 24 * time.Hour
 	}
 	if opts.MaxRounds <= 0 {
-		opts.MaxRounds = 5
+		opts.MaxRounds = 100
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -206,9 +207,11 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 		if !again {
 			return swept
 		}
-		if round >= s.opts.MaxRounds {
-			log.WarnContext(ctx, "still nudged after max rounds; the schedule takes over", "rounds", round)
-			_, _ = lease.Release(ctx)
+		if round >= s.opts.MaxRounds || nearDeadline(ctx) {
+			log.WarnContext(ctx, "still nudged after many rounds; letting the lease go", "rounds", round)
+			if err := lease.ForceRelease(ctx); err != nil {
+				log.WarnContext(ctx, "releasing lease", "error", err)
+			}
 			return swept
 		}
 	}
@@ -293,6 +296,12 @@ func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Dec
 		}
 	}
 	return n, nil
+}
+
+// nearDeadline: less than 20 s of the invocation left — stop sweeping again.
+func nearDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && time.Until(d) < 20*time.Second
 }
 
 // holderID names this invocation: the Lambda request id, or a random id elsewhere.

@@ -83,6 +83,10 @@ type Server struct {
 	calls          map[string]int
 	inject         []injected
 	exhaustedUntil time.Time
+	jobs           map[int64]*Job
+	nextJob        int64
+	nextDelivery   int64
+	deliver        Deliverer
 }
 
 type installationToken struct {

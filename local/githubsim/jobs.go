@@ -1,0 +1,203 @@
+package githubsim
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// JobState is a workflow job's life-cycle state, as in workflow_job deliveries.
+type JobState string
+
+// Job states.
+const (
+	JobQueued     JobState = "queued"
+	JobInProgress JobState = "in_progress"
+	JobCompleted  JobState = "completed"
+)
+
+// JobSpec is a job to queue: where it runs and what it asks for.
+type JobSpec struct {
+	Repository   string // owner/name
+	Organization string // "" for a user's repository
+	Enterprise   string
+	Labels       []string
+	Duration     time.Duration
+}
+
+// Job is a workflow job in the simulator (the Actions service side).
+type Job struct {
+	JobSpec
+	ID, RunID  int64
+	State      JobState
+	RunnerID   int64
+	RunnerName string
+	QueuedAt   time.Time
+	StartedAt  time.Time
+	EndedAt    time.Time
+}
+
+// Deliverer receives each workflow_job event the simulator emits, with its payload.
+type Deliverer func(event, delivery string, payload []byte)
+
+// OnDelivery sets who receives workflow_job deliveries (the closed loop posts them,
+// signed, to the webhook).
+func (s *Server) OnDelivery(d Deliverer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deliver = d
+}
+
+// QueueJob queues a job and emits its `queued` delivery.
+func (s *Server) QueueJob(spec JobSpec) Job {
+	s.mu.Lock()
+	s.nextJob++
+	j := &Job{JobSpec: spec, ID: s.nextJob, RunID: 9_000_000 + s.nextJob, State: JobQueued, QueuedAt: s.opts.Clock.Now()}
+	if s.jobs == nil {
+		s.jobs = map[int64]*Job{}
+	}
+	s.jobs[j.ID] = j
+	out := *j
+	s.mu.Unlock()
+	s.emit(out)
+	return out
+}
+
+// AcquireJob gives runner id the oldest queued job it can run — its scope covers the
+// job's repository and its labels include every job label — marking the job in
+// progress and the runner busy, and emits the `in_progress` delivery. It returns
+// false when there is none, and ErrRunnerGone when the runner no longer exists.
+func (s *Server) AcquireJob(id int64) (Job, bool, error) {
+	s.mu.Lock()
+	rn, ok := s.runners[id]
+	if !ok {
+		s.mu.Unlock()
+		return Job{}, false, ErrRunnerGone
+	}
+	var best *Job
+	for _, j := range s.jobs {
+		if j.State == JobQueued && covers(rn.Scope, j.JobSpec) && hasLabels(rn.Labels, j.Labels) &&
+			(best == nil || j.ID < best.ID) {
+			best = j
+		}
+	}
+	if best == nil || rn.Busy || !rn.Online {
+		s.mu.Unlock()
+		return Job{}, false, nil
+	}
+	best.State, best.RunnerID, best.RunnerName, best.StartedAt = JobInProgress, rn.ID, rn.Name, s.opts.Clock.Now()
+	rn.Busy = true
+	out := *best
+	s.mu.Unlock()
+	s.emit(out)
+	return out, true, nil
+}
+
+// CompleteJob ends a job: its runner becomes idle (an ephemeral one is removed, as
+// GitHub does) and the `completed` delivery is emitted.
+func (s *Server) CompleteJob(jobID int64) {
+	s.mu.Lock()
+	j, ok := s.jobs[jobID]
+	if !ok || j.State == JobCompleted {
+		s.mu.Unlock()
+		return
+	}
+	j.State, j.EndedAt = JobCompleted, s.opts.Clock.Now()
+	if rn, ok := s.runners[j.RunnerID]; ok {
+		rn.Busy = false
+		if rn.Ephemeral {
+			delete(s.runners, rn.ID)
+		}
+	}
+	out := *j
+	s.mu.Unlock()
+	s.emit(out)
+}
+
+// Jobs returns a copy of every job.
+func (s *Server) Jobs() []Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		out = append(out, *j)
+	}
+	slices.SortFunc(out, func(a, b Job) int { return int(a.ID - b.ID) })
+	return out
+}
+
+func covers(sc scope.Scope, j JobSpec) bool {
+	switch sc.Kind() {
+	case scope.Enterprise:
+		return strings.EqualFold(sc.Enterprise, j.Enterprise)
+	case scope.Organization:
+		return strings.EqualFold(sc.Organization, j.Organization)
+	}
+	return strings.EqualFold(sc.Repository, j.Repository)
+}
+
+func hasLabels(have, want []string) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(have, func(h string) bool { return strings.EqualFold(h, w) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// emit sends the job's current state as a workflow_job delivery, shaped like
+// GitHub's (the fields the webhook reads, and a few more).
+func (s *Server) emit(j Job) {
+	s.mu.Lock()
+	d := s.deliver
+	s.nextDelivery++
+	delivery := "sim-" + itoa(s.nextDelivery)
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	owner, _, _ := strings.Cut(j.Repository, "/")
+	ownerType := "User"
+	if j.Organization != "" {
+		ownerType = "Organization"
+	}
+	payload := map[string]any{
+		"action": string(j.State),
+		"workflow_job": map[string]any{
+			"id": j.ID, "run_id": j.RunID, "status": string(j.State), "labels": j.Labels,
+			"runner_id": nullable(j.RunnerID), "runner_name": nullableString(j.RunnerName),
+			"created_at": j.QueuedAt.UTC().Format(time.RFC3339),
+		},
+		"repository": map[string]any{"full_name": j.Repository, "owner": map[string]any{"login": owner, "type": ownerType}},
+	}
+	if j.Organization != "" {
+		payload["organization"] = map[string]any{"login": j.Organization}
+	}
+	if j.Enterprise != "" {
+		payload["enterprise"] = map[string]any{"slug": j.Enterprise}
+	}
+	raw, _ := json.Marshal(payload)
+	d("workflow_job", delivery, raw)
+}
+
+func nullable(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+func nullableString(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+func itoa(n int64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,211 @@
+// Package loop closes the loop on the local stack: the GitHub simulator acts as
+// the Actions service (jobs queue, and it sends signed workflow_job deliveries to
+// the real webhook handler over HTTP), the real sweeper runs on a short schedule
+// plus the webhook's nudges against the real kube-apiserver, and a kubelet and
+// runner-agent simulator moves the sweeper's pods to Running, registers their
+// runners with the credentials the sweeper gave them, runs matching jobs and (for
+// ephemeral runners) exits 0. An invariant monitor records every violation of the
+// product's promises: a pod deleted while its runner runs a job, or leftovers at
+// quiescence. `make run` and the end-to-end tests use it.
+package loop
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/nudge"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+// Options configure a loop.
+type Options struct {
+	Pools *pool.Config
+	DB    *dynamodb.Client
+	Table string
+	Kube  kubernetes.Interface
+	// StartDelay is how long a pod stays Pending before the kubelet runs it (default 200ms).
+	StartDelay time.Duration
+	// SweepEvery is the sweeper's schedule (default 2s; in AWS one minute).
+	SweepEvery time.Duration
+	// NoFastPath turns the webhook's nudges off (the schedule alone drives scale-up).
+	NoFastPath bool
+	Log        *slog.Logger
+}
+
+// Loop is a running closed loop.
+type Loop struct {
+	Sim        *githubsim.Server
+	Sweeper    *sweeper.Sweeper
+	WebhookURL string
+	Monitor    *Monitor
+
+	opts    Options
+	secret  []byte
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	servers []*httptest.Server
+	agents  *agents
+}
+
+const secret = "loop-webhook-secret"
+
+// Start brings the loop up; Stop ends it.
+func Start(ctx context.Context, opts Options) (*Loop, error) {
+	if opts.StartDelay <= 0 {
+		opts.StartDelay = 200 * time.Millisecond
+	}
+	if opts.SweepEvery <= 0 {
+		opts.SweepEvery = 2 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	l := &Loop{opts: opts, secret: []byte(secret), cancel: cancel, Monitor: &Monitor{}}
+	l.agents = &agents{loop: l, byPod: map[string]*agent{}}
+	if err := l.build(ctx); err != nil {
+		cancel()
+		l.closeServers()
+		return nil, err
+	}
+	l.wg.Go(func() { l.schedule(ctx) })
+	l.wg.Go(func() { l.agents.kubelet(ctx) })
+	return l, nil
+}
+
+func (l *Loop) build(ctx context.Context) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey})
+	ghSrv := l.serve(l.Sim.Handler())
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	gh, err := githubapi.New(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	rec, err := reconcile.New(l.opts.Pools, l.opts.Kube, gh, clk, l.opts.Log, reconcile.Options{GitHubURL: ghSrv.URL})
+	if err != nil {
+		return err
+	}
+	store := reservation.New(l.opts.DB, l.opts.Table, clk)
+	l.Sweeper = sweeper.New(l.opts.Pools, store, poolstate.NewStore(l.opts.DB, l.opts.Table),
+		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sweeper.Options{})
+	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
+	if !l.opts.NoFastPath {
+		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
+			l.wg.Go(func() { _, _ = l.Sweeper.Handle(ctx, sweeper.Event{Pool: p}) })
+			return nil
+		})))
+	}
+	wh := l.serve(webhook.New(l.secret, l.opts.Pools, store, hopts...).HTTPHandler())
+	l.WebhookURL = wh.URL + "/webhook"
+	l.Sim.OnDelivery(l.post)
+	return nil
+}
+
+func (l *Loop) serve(h http.Handler) *httptest.Server {
+	s := httptest.NewServer(h)
+	l.servers = append(l.servers, s)
+	return s
+}
+
+// post signs a delivery and sends it to the webhook, as GitHub does. A failed
+// delivery is logged (GitHub would show it for redelivery).
+func (l *Loop) post(event, delivery string, payload []byte) {
+	mac := hmac.New(sha256.New, l.secret)
+	mac.Write(payload)
+	req, _ := http.NewRequest(http.MethodPost, l.WebhookURL, bytes.NewReader(payload))
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		l.opts.Log.Warn("delivery failed", "delivery", delivery, "error", err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusAccepted {
+		l.opts.Log.Warn("delivery rejected", "delivery", delivery, "status", resp.StatusCode)
+	}
+}
+
+func (l *Loop) schedule(ctx context.Context) {
+	t := time.NewTicker(l.opts.SweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = l.Sweeper.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+		}
+	}
+}
+
+// Sweep runs one scheduled sweep now.
+func (l *Loop) Sweep(ctx context.Context) error {
+	_, err := l.Sweeper.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+	return err
+}
+
+// Stop ends the loop's goroutines and servers.
+func (l *Loop) Stop() {
+	l.cancel()
+	l.wg.Wait()
+	l.agents.wait()
+	l.closeServers()
+}
+
+func (l *Loop) closeServers() {
+	for _, s := range l.servers {
+		s.Close()
+	}
+}
+
+// Monitor records invariant violations.
+type Monitor struct {
+	mu         sync.Mutex
+	violations []string
+}
+
+// Violate records a violation.
+func (m *Monitor) Violate(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+}
+
+// Violations returns what was recorded.
+func (m *Monitor) Violations() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.violations...)
+}
