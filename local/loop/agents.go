@@ -29,6 +29,7 @@ type agent struct {
 	mu     sync.Mutex
 	job    int64 // the job it runs, 0 when idle
 	pod    string
+	pool   string
 }
 
 // kubelet polls the pools' pods: it runs Pending pods after the start delay, starts
@@ -77,7 +78,7 @@ func (as *agents) tick(ctx context.Context, p *pool.Pool, pod *corev1.Pod) {
 		_, _ = as.loop.opts.Kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	case pod.Status.Phase == corev1.PodRunning && a == nil && !exited(pod):
 		actx, cancel := context.WithCancel(ctx)
-		a = &agent{cancel: cancel, pod: pod.Name}
+		a = &agent{cancel: cancel, pod: pod.Name, pool: p.Name}
 		as.mu.Lock()
 		as.byPod[uid] = a
 		as.mu.Unlock()
@@ -90,7 +91,7 @@ func (as *agents) forgetGone(p *pool.Pool, seen map[string]bool) {
 	as.mu.Lock()
 	var gone []string
 	for uid, a := range as.byPod {
-		if !seen[uid] && strings.HasPrefix(a.pod, p.Name+"-") {
+		if !seen[uid] && a.pool == p.Name {
 			gone = append(gone, uid)
 		}
 	}

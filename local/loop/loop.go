@@ -21,6 +21,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -53,7 +54,11 @@ type Options struct {
 	SweepEvery time.Duration
 	// NoFastPath turns the webhook's nudges off (the schedule alone drives scale-up).
 	NoFastPath bool
-	Log        *slog.Logger
+	// Secret is the webhook secret (default "loop-webhook-secret").
+	Secret string
+	// WebhookAddr, when set, is where the webhook listens (default: any free port).
+	WebhookAddr string
+	Log         *slog.Logger
 }
 
 // Loop is a running closed loop.
@@ -69,9 +74,8 @@ type Loop struct {
 	wg      sync.WaitGroup
 	servers []*httptest.Server
 	agents  *agents
+	status  *poolstate.Store
 }
-
-const secret = "loop-webhook-secret"
 
 // Start brings the loop up; Stop ends it.
 func Start(ctx context.Context, opts Options) (*Loop, error) {
@@ -85,7 +89,10 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	l := &Loop{opts: opts, secret: []byte(secret), cancel: cancel, Monitor: &Monitor{}}
+	if opts.Secret == "" {
+		opts.Secret = "loop-webhook-secret"
+	}
+	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: &Monitor{}}
 	l.agents = &agents{loop: l, byPod: map[string]*agent{}}
 	if err := l.build(ctx); err != nil {
 		cancel()
@@ -115,7 +122,8 @@ func (l *Loop) build(ctx context.Context) error {
 		return err
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
-	l.Sweeper = sweeper.New(l.opts.Pools, store, poolstate.NewStore(l.opts.DB, l.opts.Table),
+	l.status = poolstate.NewStore(l.opts.DB, l.opts.Table)
+	l.Sweeper = sweeper.New(l.opts.Pools, store, l.status,
 		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sweeper.Options{})
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
@@ -124,7 +132,19 @@ func (l *Loop) build(ctx context.Context) error {
 			return nil
 		})))
 	}
-	wh := l.serve(webhook.New(l.secret, l.opts.Pools, store, hopts...).HTTPHandler())
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhook", webhook.New(l.secret, l.opts.Pools, store, hopts...).HTTPHandler())
+	wh := httptest.NewUnstartedServer(mux)
+	if l.opts.WebhookAddr != "" {
+		ln, err := net.Listen("tcp", l.opts.WebhookAddr)
+		if err != nil {
+			return fmt.Errorf("webhook listener: %w", err)
+		}
+		wh.Listener.Close()
+		wh.Listener = ln
+	}
+	wh.Start()
+	l.servers = append(l.servers, wh)
 	l.WebhookURL = wh.URL + "/webhook"
 	l.Sim.OnDelivery(l.post)
 	return nil

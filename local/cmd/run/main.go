@@ -1,26 +1,24 @@
-// Command run is `make run`: it brings up the local stack (dynalite, etcd,
-// kube-apiserver, kube-controller-manager), creates the table, serves the real
-// webhook handler over HTTP on 127.0.0.1 with the local pools, and runs the sweeper
-// in-process (nudged by the webhook, and on a schedule), until Ctrl-C, which stops
-// everything.
+// Command run is `make run`: the whole system on the local stack. It brings up
+// dynalite, etcd, kube-apiserver and kube-controller-manager, then the closed loop
+// (package loop): the real webhook handler on http://127.0.0.1:8080/webhook, the
+// real sweeper (nudged, and on a short schedule), the GitHub simulator acting as
+// the Actions service, and a kubelet/runner-agent simulator. A job stream — a
+// generated one by default, or -trace FILE — runs through it while a table per
+// pool refreshes every second; Ctrl-C (or -until-idle) stops everything and prints
+// a summary.
 package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,95 +28,57 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
-	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reconcile"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
-	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/table"
-	"github.com/runnerscaler/runnerscaler/internal/webhook"
-	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/loop"
 	"github.com/runnerscaler/runnerscaler/local/stack"
 )
 
+type flags struct {
+	pools, trace, listen, secret, logFile string
+	jobs                                  int
+	rate                                  float64
+	minDur, maxDur, every                 time.Duration
+	untilIdle                             bool
+}
+
 func main() {
-	if err := run(); err != nil {
+	var f flags
+	flag.StringVar(&f.pools, "pools", "local/pools.yaml", "pools config file")
+	flag.StringVar(&f.trace, "trace", "", "job trace (YAML list of {at, repository, organization, labels, duration}); default: generated jobs")
+	flag.IntVar(&f.jobs, "jobs", 40, "generated jobs")
+	flag.Float64Var(&f.rate, "rate", 2, "generated jobs per second (Poisson arrivals)")
+	flag.DurationVar(&f.minDur, "min-duration", 2*time.Second, "shortest generated job")
+	flag.DurationVar(&f.maxDur, "max-duration", 8*time.Second, "longest generated job")
+	flag.DurationVar(&f.every, "sweep-every", 5*time.Second, "sweeper schedule (AWS: 1 minute)")
+	flag.StringVar(&f.listen, "listen", "127.0.0.1:8080", "webhook address")
+	flag.StringVar(&f.secret, "secret", "local-webhook-secret", "webhook secret (local/events are signed with the default)")
+	flag.StringVar(&f.logFile, "log", ".stack/run.log", "where the components' logs go")
+	flag.BoolVar(&f.untilIdle, "until-idle", false, "stop once every job is done and no runner is left")
+	flag.Parse()
+	if err := run(f); err != nil {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		os.Exit(1)
 	}
 }
 
-// reconciler connects the sweeper to the local kube-apiserver (creating the pools'
-// namespaces) and to an in-process GitHub simulator with a fresh App key.
-func reconciler(ctx context.Context, pools *pool.Config, s *stack.Stack, clk clock.PassiveClock, log *slog.Logger) (*reconcile.Reconciler, string, error) {
-	restCfg, err := kube.FromKubeconfig(s.Kubeconfig)
-	if err != nil {
-		return nil, "", err
-	}
-	kc, err := kube.NewClient(restCfg)
-	if err != nil {
-		return nil, "", err
-	}
-	for _, p := range pools.Pools {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
-		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
-		}
-	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return nil, "", err
-	}
-	sim := githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey})
-	srv := httptest.NewServer(sim.Handler())
-	go func() { <-ctx.Done(); srv.Close() }()
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	gh, err := githubapi.New(githubapi.Config{BaseURL: srv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
-	if err != nil {
-		return nil, "", err
-	}
-	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: srv.URL})
-	return rec, srv.URL, err
-}
-
-// schedule sends the sweeper a scheduled event every interval until ctx ends.
-func schedule(ctx context.Context, sw *sweeper.Sweeper, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			_, _ = sw.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
-		}
-	}
-}
-
-func run() error {
-	poolsFile := flag.String("pools", "local/pools.yaml", "pools config file")
-	addr := flag.String("listen", "127.0.0.1:8080", "address of the webhook endpoint")
-	secret := flag.String("secret", "local-webhook-secret", "webhook secret (the one local/events are signed with)")
-	tableName := flag.String("table", "runnerscaler", "DynamoDB table on the local dynalite")
-	every := flag.Duration("sweep-every", 15*time.Second, "schedule of the sweeper (in AWS: rate(1 minute))")
-	flag.Parse()
-
+func run(f flags) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	log := slog.New(slog.NewTextHandler(os.Stdout, nil))
-
-	pools, err := pool.Load(*poolsFile)
+	cfg, err := pool.Load(f.pools)
 	if err != nil {
 		return err
 	}
+	jobs := loop.Generate(cfg, f.jobs, f.rate, f.minDur, f.maxDur, uint64(time.Now().UnixNano()))
+	if f.trace != "" {
+		if jobs, err = loop.LoadTrace(f.trace); err != nil {
+			return err
+		}
+	}
 	root, _ := os.Getwd()
-	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, PersistDynamo: true,
-		KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN"), Progress: os.Stderr})
+	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, Progress: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -126,41 +86,102 @@ func run() error {
 		fmt.Fprintln(os.Stderr, "run: stopping the local stack")
 		_ = s.Stop()
 	}()
+	logs, err := os.Create(f.logFile)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	l, err := startLoop(ctx, s, cfg, f, logs)
+	if err != nil {
+		return err
+	}
+	defer l.Stop()
+	fmt.Fprintf(os.Stderr, "run: webhook %s (secret %q), %d jobs, logs in %s, KUBECONFIG=%s\n",
+		l.WebhookURL, f.secret, len(jobs), f.logFile, s.Kubeconfig)
+	go l.Play(ctx, jobs)
+	view(ctx, l, len(jobs), f.untilIdle)
+	summary(l)
+	return nil
+}
+
+func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, logs io.Writer) (*loop.Loop, error) {
 	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.DynamoEndpoint),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-	if err := table.Create(ctx, db, *tableName); err != nil {
-		return err
+	tableName := "runnerscaler-" + time.Now().UTC().Format("20060102-150405")
+	if err := table.Create(ctx, db, tableName); err != nil {
+		return nil, err
 	}
-	clk := clock.RealClock{}
-	store := reservation.New(db, *tableName, clk)
-	// The sweeper runs in-process: nudged by the webhook after each queued job, and
-	// on a short schedule, against the local kube-apiserver and a GitHub simulator.
-	rec, ghURL, err := reconciler(ctx, pools, s, clk, log)
+	rc, err := kube.FromKubeconfig(s.Kubeconfig)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sw := sweeper.New(pools, store, poolstate.NewStore(db, *tableName),
-		poolstate.NewLeases(db, *tableName, clk, 30*time.Second), rec, clk, log, sweeper.Options{})
-	nudger := nudge.Func(func(_ context.Context, pool string) error {
-		go func() { _, _ = sw.Handle(ctx, sweeper.Event{Pool: pool}) }()
-		return nil
-	})
-	go schedule(ctx, sw, *every)
-	h := webhook.New([]byte(*secret), pools, store, webhook.WithLogger(log), webhook.WithNudger(nudger))
+	kc, err := kube.NewClient(rc)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range cfg.Pools {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, SweepEvery: f.every,
+		Secret: f.secret, WebhookAddr: f.listen, Log: slog.New(slog.NewTextHandler(logs, nil))})
+}
 
-	mux := http.NewServeMux()
-	mux.Handle("POST /webhook", h.HTTPHandler())
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", *addr, err)
+// view refreshes a table per pool every second until ctx ends (or, with
+// untilIdle, the stream is done and no runner is left).
+func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool) {
+	start := time.Now()
+	tty := isTTY()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		stats := l.Stats(ctx)
+		var b strings.Builder
+		if tty {
+			b.WriteString("\033[H\033[2J")
+		}
+		fmt.Fprintf(&b, "runnerscaler local loop — %s — webhook %s — Ctrl-C stops\n\n", time.Since(start).Round(time.Second), l.WebhookURL)
+		fmt.Fprintf(&b, "%-14s %7s %8s %8s %8s %9s %8s %6s %9s %9s\n", "POOL", "QUEUED", "DESIRED", "PENDING", "RUNNING", "STOPPING", "JOBS-ON", "DONE", "WAIT-P50", "WAIT-P95")
+		done, idle := 0, true
+		for _, s := range stats {
+			fmt.Fprintf(&b, "%-14s %7d %8d %8d %8d %9d %8d %6d %9s %9s\n", s.Pool, s.Queued, s.Desired, s.Phases["pending"],
+				s.Phases["running"], s.Phases["stopping"]+s.Phases["terminating"], s.Running, s.Done,
+				s.WaitP50.Round(10*time.Millisecond), s.WaitP95.Round(10*time.Millisecond))
+			done += s.Done
+			for _, n := range s.Phases {
+				idle = idle && n == 0
+			}
+		}
+		fmt.Fprintf(&b, "\njobs %d/%d done, invariant violations: %d\n", done, total, len(l.Monitor.Violations()))
+		if tty {
+			fmt.Print(b.String())
+		} else if int(time.Since(start).Seconds())%5 == 0 {
+			fmt.Print(b.String())
+		}
+		if untilIdle && done == total && idle {
+			return
+		}
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
-	fmt.Fprintf(os.Stderr, "\nrun: webhook on http://%s/webhook (secret %q), pools %s, table %s\n"+
-		"run: KUBECONFIG=%s  DYNAMODB_ENDPOINT=%s  GitHub simulator %s\nrun: Ctrl-C stops everything\n\n",
-		ln.Addr(), *secret, *poolsFile, *tableName, s.Kubeconfig, s.DynamoEndpoint, ghURL)
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
+}
+
+func summary(l *loop.Loop) {
+	ws := l.Waits()
+	fmt.Printf("\nsummary: %d jobs started, wait p50 %s p95 %s max %s; invariant violations: %d\n", len(ws),
+		loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
+		loop.Percentile(ws, 100).Round(time.Millisecond), len(l.Monitor.Violations()))
+	for _, v := range l.Monitor.Violations() {
+		fmt.Println("  violation:", v)
 	}
-	return nil
+}
+
+func isTTY() bool {
+	fi, err := os.Stdout.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0 && !errors.Is(err, os.ErrNotExist)
 }

@@ -1,0 +1,160 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+// TraceJob is one job of a trace: when it is queued (after the start), where, what
+// it asks for and how long it runs.
+type TraceJob struct {
+	At           time.Duration `yaml:"at"`
+	Repository   string        `yaml:"repository"`
+	Organization string        `yaml:"organization"`
+	Enterprise   string        `yaml:"enterprise"`
+	Labels       []string      `yaml:"labels"`
+	Duration     time.Duration `yaml:"duration"`
+}
+
+// LoadTrace reads a YAML (or JSON) list of jobs; durations are Go durations ("2s").
+func LoadTrace(path string) ([]TraceJob, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading trace: %w", err)
+	}
+	var jobs []TraceJob
+	dec := yaml.NewDecoder(strings.NewReader(string(raw)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&jobs); err != nil {
+		return nil, fmt.Errorf("trace %s: %w", path, err)
+	}
+	for i, j := range jobs {
+		if j.Repository == "" || len(j.Labels) == 0 || j.Duration <= 0 {
+			return nil, fmt.Errorf("trace %s: job %d needs repository, labels and a positive duration", path, i)
+		}
+	}
+	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].At < jobs[b].At })
+	return jobs, nil
+}
+
+// Generate makes n jobs arriving as a Poisson process of rate per second, each for
+// a random pool (its scope and labels), running between minD and maxD.
+func Generate(cfg *pool.Config, n int, rate float64, minD, maxD time.Duration, seed uint64) []TraceJob {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	var at time.Duration
+	jobs := make([]TraceJob, 0, n)
+	for range n {
+		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
+		p := &cfg.Pools[rng.IntN(len(cfg.Pools))]
+		j := TraceJob{At: at, Labels: append([]string{"self-hosted"}, p.Labels...),
+			Duration: minD + time.Duration(rng.Int64N(int64(maxD-minD)+1))}
+		sc := p.Scope()
+		switch {
+		case sc.Repository != "":
+			j.Repository = sc.Repository
+		case sc.Organization != "":
+			j.Repository, j.Organization = sc.Organization+"/app", sc.Organization
+		default:
+			j.Repository, j.Enterprise = "someone/app", sc.Enterprise
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// Play queues the trace's jobs at their times (relative to now) until ctx ends.
+func (l *Loop) Play(ctx context.Context, jobs []TraceJob) {
+	start := time.Now()
+	for _, j := range jobs {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Until(start.Add(j.At))):
+		}
+		l.Sim.QueueJob(githubsim.JobSpec{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise,
+			Labels: j.Labels, Duration: j.Duration})
+	}
+}
+
+// PoolStats is what the live view shows of one pool.
+type PoolStats struct {
+	Pool                 string
+	Queued, Running, Done int
+	Desired              int
+	Phases               map[string]int
+	WaitP50, WaitP95     time.Duration
+}
+
+// Stats summarises the jobs (routed to pools as the webhook routes them) and each
+// pool's last status.
+func (l *Loop) Stats(ctx context.Context) []PoolStats {
+	byPool := map[string]*PoolStats{}
+	waits := map[string][]time.Duration{}
+	for i := range l.opts.Pools.Pools {
+		name := l.opts.Pools.Pools[i].Name
+		byPool[name] = &PoolStats{Pool: name}
+	}
+	for _, j := range l.Sim.Jobs() {
+		p, _ := l.opts.Pools.Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels})
+		if p == nil {
+			continue
+		}
+		s := byPool[p.Name]
+		switch j.State {
+		case githubsim.JobQueued:
+			s.Queued++
+		case githubsim.JobInProgress:
+			s.Running++
+		default:
+			s.Done++
+		}
+		if !j.StartedAt.IsZero() {
+			waits[p.Name] = append(waits[p.Name], j.StartedAt.Sub(j.QueuedAt))
+		}
+	}
+	out := make([]PoolStats, 0, len(byPool))
+	for i := range l.opts.Pools.Pools {
+		s := byPool[l.opts.Pools.Pools[i].Name]
+		if st, err := l.status.Get(ctx, s.Pool); err == nil {
+			s.Desired, s.Phases = st.Desired, st.Phases
+		}
+		s.WaitP50, s.WaitP95 = percentile(waits[s.Pool], 50), percentile(waits[s.Pool], 95)
+		out = append(out, *s)
+	}
+	return out
+}
+
+// Waits returns every started job's wait (queued → in progress).
+func (l *Loop) Waits() []time.Duration {
+	var ws []time.Duration
+	for _, j := range l.Sim.Jobs() {
+		if !j.StartedAt.IsZero() {
+			ws = append(ws, j.StartedAt.Sub(j.QueuedAt))
+		}
+	}
+	return ws
+}
+
+// Percentile of durations (0 for none).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+// Percentile is exported for the benchmarks and the summary.
+func Percentile(ds []time.Duration, p int) time.Duration { return percentile(ds, p) }
