@@ -18,7 +18,7 @@ import (
 )
 
 type world struct {
-	t    *testing.T
+	t    testing.TB
 	loop *loop.Loop
 	kube kubernetes.Interface
 	ns   string
@@ -27,7 +27,7 @@ type world struct {
 
 // newWorld starts a closed loop with the pools of poolsYAML (%[1]s is the test's
 // namespace).
-func newWorld(t *testing.T, poolsYAML string, opts loop.Options) *world {
+func newWorld(t testing.TB, poolsYAML string, opts loop.Options) *world {
 	t.Helper()
 	db, tableName := testenv.Table(t)
 	kube, ns := testenv.Namespace(t)

@@ -103,6 +103,9 @@ func (l *Leases) heldError(ctx context.Context, pool string) error {
 	return e
 }
 
+// Length is how long the lease lasts from an acquisition or renewal.
+func (le *Lease) Length() time.Duration { return le.leases.length }
+
 // MarkDirty records that pool needs another sweep. It succeeds only while someone
 // holds an unexpired lease (who will then sweep again before releasing); it returns
 // false when the lease is free, and the caller should try to Acquire instead.

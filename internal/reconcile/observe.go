@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,17 +71,25 @@ func podAnnotations(p *corev1.Pod) map[string]string {
 	return p.Annotations
 }
 
-// observe lists the pool's StatefulSets and pods (one call each) and classifies them.
+// observe lists the pool's StatefulSets and pods (one call each, concurrently) and
+// classifies them.
 func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) ([]*runner, error) {
 	sel := labels.SelectorFromSet(labels.Set{runnerpod.LabelPool: p.Name}).String()
 	ns := p.Kubernetes.Namespace
+	var (
+		stss    *appsv1.StatefulSetList
+		pods    *corev1.PodList
+		podsErr error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { pods, podsErr = r.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}) })
 	stss, err := r.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	wg.Wait()
 	if err != nil {
 		return nil, fmt.Errorf("listing statefulsets of pool %s: %w", p.Name, err)
 	}
-	pods, err := r.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, err)
+	if podsErr != nil {
+		return nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
 	}
 	byOwner := map[string]*corev1.Pod{}
 	for i := range pods.Items {

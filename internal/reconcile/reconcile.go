@@ -397,7 +397,9 @@ func (r *Reconciler) annotate(ctx context.Context, kind, ns, name, key, value st
 // StatefulSet exists, deleted otherwise) and the pool's GitHub runners that no
 // StatefulSet explains and that are not busy.
 func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
-	if s.st.LastSync.IsZero() || s.now.Sub(s.st.LastSync) > r.opts.RecreationDelay {
+	// Only sweeps after a creating one: the creating sweep itself left nothing
+	// behind that it knows of, and skipping it keeps the fast path short.
+	if s.created > 0 || s.st.LastSync.IsZero() || s.now.Sub(s.st.LastSync) > r.opts.RecreationDelay {
 		return nil
 	}
 	names := map[string]*appsv1.StatefulSet{}

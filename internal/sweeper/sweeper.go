@@ -241,11 +241,18 @@ func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool)
 // sweepOnce is one decide → reconcile → record pass under the lease.
 func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.Lease, log *slog.Logger) error {
 	start := s.clock.Now()
-	st, err := s.status.Get(ctx, p.Name)
-	if err != nil {
-		return err
-	}
+	var (
+		st    poolstate.Status
+		rs    []reservation.Reservation
+		stErr error
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() { st, stErr = s.status.Get(ctx, p.Name) })
 	rs, err := s.reservations.Active(ctx, p.Name)
+	wg.Wait()
+	if stErr != nil {
+		return stErr
+	}
 	if err != nil {
 		return err
 	}
@@ -257,7 +264,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.
 		return err
 	}
 	if s.reconciler != nil {
-		if err := lease.Renew(ctx); err != nil {
+		if err := s.renewIfHalfGone(ctx, lease); err != nil {
 			return err
 		}
 		if err := s.reconciler.Reconcile(ctx, p, d, &st); err != nil {
@@ -273,6 +280,16 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.
 		"extended", extended, "nextChange", d.NextChange, "phases", st.Phases, "reason", d.Reason,
 		"took", s.clock.Since(start))
 	return nil
+}
+
+// renewIfHalfGone renews the lease before reconciling when less than half of it is
+// left (a lease just acquired needs no renewal: one DynamoDB write saved on the
+// fast path).
+func (s *Sweeper) renewIfHalfGone(ctx context.Context, lease *poolstate.Lease) error {
+	if s.clock.Now().Before(lease.Until.Add(-lease.Length() / 2)) {
+		return nil
+	}
+	return lease.Renew(ctx)
 }
 
 // extendWaiting keeps the reservations of queued jobs alive while the pool is at

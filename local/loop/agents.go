@@ -36,7 +36,7 @@ type agent struct {
 // an agent in each running pod, and stops the agent of a pod being deleted —
 // recording a violation if that agent was running a job.
 func (as *agents) kubelet(ctx context.Context) {
-	t := time.NewTicker(50 * time.Millisecond)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {

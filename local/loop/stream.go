@@ -89,11 +89,11 @@ func (l *Loop) Play(ctx context.Context, jobs []TraceJob) {
 
 // PoolStats is what the live view shows of one pool.
 type PoolStats struct {
-	Pool                 string
+	Pool                  string
 	Queued, Running, Done int
-	Desired              int
-	Phases               map[string]int
-	WaitP50, WaitP95     time.Duration
+	Desired               int
+	Phases                map[string]int
+	WaitP50, WaitP95      time.Duration
 }
 
 // Stats summarises the jobs (routed to pools as the webhook routes them) and each
