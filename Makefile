@@ -55,6 +55,10 @@ bench: deps kube ## Run the benchmarks on the local stack and print their number
 run: deps kube ## Bring up the local stack and keep it running (Ctrl-C stops it)
 	@bash local/run.sh
 
+.PHONY: chaos
+chaos: deps kube ## The chaos suite at full size: 1,000 jobs through the closed loop with delivery and GitHub faults
+	@RUNNERSCALER_CHAOS_JOBS=1000 bash local/with-stack.sh go test -count=1 -timeout 60m -run 'TestChaos' -v ./tests
+
 .PHONY: invoke
 FN ?= webhook
 EVENT ?= local/events/webhook-queued.json

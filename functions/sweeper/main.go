@@ -24,6 +24,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -75,11 +76,18 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts := sweeper.Options{Parallelism: cfg.Parallelism}
+	if cfg.Token == "" { // with a GitHub App, lost webhook deliveries are redelivered
+		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
+		if err != nil {
+			return nil, err
+		}
+		opts.Recoverer = redeliver.New(app, clk, 0, log)
+	}
 	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
-		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log,
-		sweeper.Options{Parallelism: cfg.Parallelism}), nil
+		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
 }
 
 // restConfig connects to EKS with an aws-iam-authenticator token (or, on the local

@@ -46,6 +46,11 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error
 }
 
+// Recoverer redelivers webhook deliveries that never got through (redeliver.Recoverer).
+type Recoverer interface {
+	Recover(ctx context.Context) (int, error)
+}
+
 // Options tune a Sweeper; zero values take the defaults.
 type Options struct {
 	// Parallelism bounds how many pools a scheduled sweep reconciles at once (default 4).
@@ -56,6 +61,8 @@ type Options struct {
 	// MaxWait: a queued job older than this is no longer extended (default 24h); its
 	// `completed` delivery was probably lost.
 	MaxWait time.Duration
+	// Recoverer, when set, redelivers lost webhook deliveries on each scheduled sweep.
+	Recoverer Recoverer
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
 	// arrived while it held the lease (default 100); then it lets the lease go
 	// regardless, so the next nudge or tick takes over.
@@ -124,6 +131,7 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		}
 		return s.report(s.sweepAll(ctx, []*pool.Pool{p}, holder, true))
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
+		s.recover(ctx)
 		all := make([]*pool.Pool, len(s.pools.Pools))
 		for i := range s.pools.Pools {
 			all[i] = &s.pools.Pools[i]
@@ -132,6 +140,20 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 	}
 	raw, _ := json.Marshal(ev)
 	return Report{}, fmt.Errorf("unrecognised event %s: want a scheduled event or {\"pool\":\"<name>\"}", raw)
+}
+
+// recover asks GitHub to redeliver lost deliveries; they come back through the
+// webhook, which nudges the sweeper. A failure is logged: the next tick retries.
+func (s *Sweeper) recover(ctx context.Context) {
+	if s.opts.Recoverer == nil {
+		return
+	}
+	n, err := s.opts.Recoverer.Recover(ctx)
+	if err != nil {
+		s.log.WarnContext(ctx, "recovering lost webhook deliveries", "error", err, "redelivered", n)
+	} else if n > 0 {
+		s.log.InfoContext(ctx, "redelivered lost webhook deliveries", "count", n)
+	}
 }
 
 func (s *Sweeper) report(r Report) (Report, error) {

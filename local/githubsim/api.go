@@ -27,6 +27,8 @@ func (s *Server) routes() {
 		s.handle("GET "+prefix+"/actions/runner-groups", s.authed(s.listGroups))
 	}
 	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/repositories", s.authed(s.groupRepositories))
+	s.handle("GET /app/hook/deliveries", s.listHookDeliveries)
+	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
 }
 
 // handle registers h and counts its calls by pattern.

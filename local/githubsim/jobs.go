@@ -40,8 +40,10 @@ type Job struct {
 	EndedAt    time.Time
 }
 
-// Deliverer receives each workflow_job event the simulator emits, with its payload.
-type Deliverer func(event, delivery string, payload []byte)
+// Deliverer receives each workflow_job event the simulator emits, with its payload,
+// and returns the HTTP status the webhook answered (0 when nothing answered), which
+// the App's delivery log records.
+type Deliverer func(event, delivery string, payload []byte) int
 
 // OnDelivery sets who receives workflow_job deliveries (the closed loop posts them,
 // signed, to the webhook).
@@ -153,8 +155,6 @@ func hasLabels(have, want []string) bool {
 func (s *Server) emit(j Job) {
 	s.mu.Lock()
 	d := s.deliver
-	s.nextDelivery++
-	delivery := "sim-" + itoa(s.nextDelivery)
 	s.mu.Unlock()
 	if d == nil {
 		return
@@ -180,7 +180,7 @@ func (s *Server) emit(j Job) {
 		payload["enterprise"] = map[string]any{"slug": j.Enterprise}
 	}
 	raw, _ := json.Marshal(payload)
-	d("workflow_job", delivery, raw)
+	s.send(d, "workflow_job", string(j.State), "", raw)
 }
 
 func nullable(v int64) any {

@@ -87,6 +87,7 @@ type Server struct {
 	nextJob        int64
 	nextDelivery   int64
 	deliver        Deliverer
+	hooks          []hookDelivery
 }
 
 type installationToken struct {

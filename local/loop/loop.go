@@ -21,6 +21,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
@@ -58,7 +60,27 @@ type Options struct {
 	Secret string
 	// WebhookAddr, when set, is where the webhook listens (default: any free port).
 	WebhookAddr string
+	// Chaos injects faults into the deliveries.
+	Chaos Chaos
+	// NoRedelivery turns off the sweeper's recovery of lost deliveries.
+	NoRedelivery bool
 	Log         *slog.Logger
+}
+
+// Chaos says which delivery faults to inject.
+type Chaos struct {
+	// Drop is the fraction of delivery attempts lost before reaching the webhook.
+	Drop float64
+	// Duplicate is the fraction of deliveries sent twice.
+	Duplicate float64
+	// Delay is the longest random delay before a delivery; concurrent deliveries
+	// overtake each other.
+	Delay time.Duration
+}
+
+// Faults counts what Chaos injected.
+type Faults struct {
+	Dropped, Duplicated, Delayed int
 }
 
 // Loop is a running closed loop.
@@ -75,6 +97,8 @@ type Loop struct {
 	servers []*httptest.Server
 	agents  *agents
 	status  *poolstate.Store
+	faultMu sync.Mutex
+	faults  Faults
 }
 
 // Start brings the loop up; Stop ends it.
@@ -123,8 +147,16 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	l.status = poolstate.NewStore(l.opts.DB, l.opts.Table)
+	sopts := sweeper.Options{}
+	if !l.opts.NoRedelivery {
+		app, err := githubapi.NewApp(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, PrivateKey: keyPEM}})
+		if err != nil {
+			return err
+		}
+		sopts.Recoverer = redeliver.New(app, clk, 0, l.opts.Log)
+	}
 	l.Sweeper = sweeper.New(l.opts.Pools, store, l.status,
-		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sweeper.Options{})
+		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sopts)
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
@@ -156,9 +188,39 @@ func (l *Loop) serve(h http.Handler) *httptest.Server {
 	return s
 }
 
-// post signs a delivery and sends it to the webhook, as GitHub does. A failed
-// delivery is logged (GitHub would show it for redelivery).
-func (l *Loop) post(event, delivery string, payload []byte) {
+// post signs a delivery and sends it to the webhook, as GitHub does, and returns
+// the status (0 when the request failed), which the App's delivery log records.
+func (l *Loop) post(event, delivery string, payload []byte) int {
+	c := l.opts.Chaos
+	if c.Delay > 0 {
+		l.fault(func(f *Faults) { f.Delayed++ })
+		time.Sleep(time.Duration(mrand.Int64N(int64(c.Delay))))
+	}
+	if mrand.Float64() < c.Drop {
+		l.fault(func(f *Faults) { f.Dropped++ })
+		return 0 // lost on the way: GitHub logs a failed attempt
+	}
+	if mrand.Float64() < c.Duplicate {
+		l.fault(func(f *Faults) { f.Duplicated++ })
+		l.send(event, delivery, payload)
+	}
+	return l.send(event, delivery, payload)
+}
+
+func (l *Loop) fault(f func(*Faults)) {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	f(&l.faults)
+}
+
+// Faults returns the faults injected so far.
+func (l *Loop) Faults() Faults {
+	l.faultMu.Lock()
+	defer l.faultMu.Unlock()
+	return l.faults
+}
+
+func (l *Loop) send(event, delivery string, payload []byte) int {
 	mac := hmac.New(sha256.New, l.secret)
 	mac.Write(payload)
 	req, _ := http.NewRequest(http.MethodPost, l.WebhookURL, bytes.NewReader(payload))
@@ -169,12 +231,13 @@ func (l *Loop) post(event, delivery string, payload []byte) {
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		l.opts.Log.Warn("delivery failed", "delivery", delivery, "error", err)
-		return
+		return 0
 	}
 	resp.Body.Close()
-	if resp.StatusCode >= 300 && resp.StatusCode != http.StatusAccepted {
+	if resp.StatusCode >= 300 {
 		l.opts.Log.Warn("delivery rejected", "delivery", delivery, "status", resp.StatusCode)
 	}
+	return resp.StatusCode
 }
 
 func (l *Loop) schedule(ctx context.Context) {
