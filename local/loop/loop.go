@@ -64,7 +64,7 @@ type Options struct {
 	Chaos Chaos
 	// NoRedelivery turns off the sweeper's recovery of lost deliveries.
 	NoRedelivery bool
-	Log         *slog.Logger
+	Log          *slog.Logger
 }
 
 // Chaos says which delivery faults to inject.
