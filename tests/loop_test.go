@@ -171,3 +171,116 @@ pools:
 		})
 	}
 }
+
+// TestPersistentPool: persistent runners take job after job, then scale to zero.
+func TestPersistentPool(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, `
+pools:
+  - name: keep
+    organization: acme
+    labels: [keep]
+    ephemeral: false
+    maxReplicas: 2
+    scaleDownDelaySecondsAfterScaleOut: 1
+    kubernetes: {namespace: %[1]s, image: runner:1}
+`, loop.Options{SweepEvery: time.Second})
+	for range 6 {
+		w.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", "keep"}, Duration: 300 * time.Millisecond})
+	}
+	w.waitFor("every job completed", 60*time.Second, func() bool { return allDone(w.loop.Sim.Jobs()) })
+	perRunner := map[string]int{}
+	for _, j := range w.loop.Sim.Jobs() {
+		perRunner[j.RunnerName]++
+	}
+	if len(perRunner) > 2 {
+		t.Fatalf("jobs ran on %d runners (%v), want at most maxReplicas 2", len(perRunner), perRunner)
+	}
+	reused := false
+	for _, n := range perRunner {
+		reused = reused || n > 1
+	}
+	if !reused {
+		t.Fatalf("no persistent runner took a second job: %v", perRunner)
+	}
+	w.waitFor("back to zero", 60*time.Second, w.quiescent)
+	if v := w.loop.Monitor.Violations(); len(v) > 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}
+
+// TestScheduledOverrideKeepsAWarmPool: an active override keeps two runners
+// registered with no job queued, so a job starts without waiting for a new runner.
+func TestScheduledOverrideKeepsAWarmPool(t *testing.T) {
+	t.Parallel()
+	now := time.Now().UTC()
+	w := newWorld(t, `
+pools:
+  - name: warm
+    organization: acme
+    maxReplicas: 4
+    scaleDownDelaySecondsAfterScaleOut: 1
+    scheduledOverrides:
+      - {startTime: "`+now.Add(-time.Hour).Format(time.RFC3339)+`", endTime: "`+now.Add(time.Hour).Format(time.RFC3339)+`", minReplicas: 2}
+    kubernetes: {namespace: %[1]s, image: runner:1}
+`, loop.Options{SweepEvery: time.Second})
+	w.waitFor("two warm runners registered", 30*time.Second, func() bool {
+		online := 0
+		for _, r := range w.loop.Sim.Runners() {
+			if r.Online {
+				online++
+			}
+		}
+		return online == 2
+	})
+	queued := time.Now()
+	j := w.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted"}, Duration: 200 * time.Millisecond})
+	w.waitFor("the job completed", 30*time.Second, func() bool { return allDone(w.loop.Sim.Jobs()) })
+	if wait := w.loop.Sim.Jobs()[0].StartedAt.Sub(queued); wait > time.Second {
+		t.Fatalf("job %d waited %s with two warm runners", j.ID, wait)
+	}
+	w.waitFor("back to two runners", 30*time.Second, func() bool { return w.statefulSets() == 2 })
+}
+
+// TestTemplateChangeMidStream: a new image is deployed while jobs run; every job
+// completes, no running job is cut short, and afterwards every runner runs the new image.
+func TestTemplateChangeMidStream(t *testing.T) {
+	t.Parallel()
+	const pools = `
+pools:
+  - name: roll
+    organization: acme
+    minReplicas: 2
+    maxReplicas: 6
+    scaleDownDelaySecondsAfterScaleOut: 1
+    kubernetes: {namespace: %[1]s, image: %[2]s}
+`
+	w := newWorld(t, fmt.Sprintf(pools, "%[1]s", "runner:1"), loop.Options{SweepEvery: time.Second})
+	for range 8 {
+		w.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted"}, Duration: 1500 * time.Millisecond})
+	}
+	w.waitFor("jobs running", 30*time.Second, func() bool { return summary(w.loop.Sim.Jobs())[githubsim.JobInProgress] > 0 })
+	cfg, err := pool.Parse([]byte(fmt.Sprintf(pools, w.ns, "runner:2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.loop.UpdatePools(cfg); err != nil {
+		t.Fatal(err)
+	}
+	w.waitFor("every job completed", 60*time.Second, func() bool { return allDone(w.loop.Sim.Jobs()) })
+	w.waitFor("only new runners left", 60*time.Second, func() bool {
+		list, err := w.kube.AppsV1().StatefulSets(w.ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil || len(list.Items) != 2 {
+			return false
+		}
+		for _, s := range list.Items {
+			if s.Spec.Template.Spec.Containers[0].Image != "runner:2" {
+				return false
+			}
+		}
+		return true
+	})
+	if v := w.loop.Monitor.Violations(); len(v) > 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}

@@ -44,8 +44,8 @@ func (as *agents) kubelet(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for i := range as.loop.opts.Pools.Pools {
-			p := &as.loop.opts.Pools.Pools[i]
+		for i := range as.loop.Pools().Pools {
+			p := &as.loop.Pools().Pools[i]
 			pods, err := as.loop.opts.Kube.CoreV1().Pods(p.Kubernetes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool + "=" + p.Name})
 			if err != nil {
 				continue

@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -86,7 +87,6 @@ type Faults struct {
 // Loop is a running closed loop.
 type Loop struct {
 	Sim        *githubsim.Server
-	Sweeper    *sweeper.Sweeper
 	WebhookURL string
 	Monitor    *Monitor
 
@@ -99,6 +99,12 @@ type Loop struct {
 	status  *poolstate.Store
 	faultMu sync.Mutex
 	faults  Faults
+
+	gh        *githubapi.Client
+	ghURL     string
+	recoverer *redeliver.Recoverer
+	sweeper   atomic.Pointer[sweeper.Sweeper]
+	pools     atomic.Pointer[pool.Config]
 }
 
 // Start brings the loop up; Stop ends it.
@@ -140,27 +146,23 @@ func (l *Loop) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	clk := clock.RealClock{}
-	rec, err := reconcile.New(l.opts.Pools, l.opts.Kube, gh, clk, l.opts.Log, reconcile.Options{GitHubURL: ghSrv.URL})
-	if err != nil {
-		return err
-	}
-	store := reservation.New(l.opts.DB, l.opts.Table, clk)
-	l.status = poolstate.NewStore(l.opts.DB, l.opts.Table)
-	sopts := sweeper.Options{}
+	l.gh, l.ghURL = gh, ghSrv.URL
 	if !l.opts.NoRedelivery {
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, PrivateKey: keyPEM}})
 		if err != nil {
 			return err
 		}
-		sopts.Recoverer = redeliver.New(app, clk, 0, l.opts.Log)
+		l.recoverer = redeliver.New(app, clock.RealClock{}, 0, l.opts.Log)
 	}
-	l.Sweeper = sweeper.New(l.opts.Pools, store, l.status,
-		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sopts)
+	store := reservation.New(l.opts.DB, l.opts.Table, clock.RealClock{})
+	l.status = poolstate.NewStore(l.opts.DB, l.opts.Table)
+	if err := l.UpdatePools(l.opts.Pools); err != nil {
+		return err
+	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
-			l.wg.Go(func() { _, _ = l.Sweeper.Handle(ctx, sweeper.Event{Pool: p}) })
+			l.wg.Go(func() { _, _ = l.sweeper.Load().Handle(ctx, sweeper.Event{Pool: p}) })
 			return nil
 		})))
 	}
@@ -248,16 +250,39 @@ func (l *Loop) schedule(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = l.Sweeper.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+			_, _ = l.sweeper.Load().Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
 		}
 	}
 }
 
 // Sweep runs one scheduled sweep now.
 func (l *Loop) Sweep(ctx context.Context) error {
-	_, err := l.Sweeper.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+	_, err := l.sweeper.Load().Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
 	return err
 }
+
+// UpdatePools deploys a new pools file to the sweeper (as a new Lambda version
+// would: the next invocations use it). The webhook keeps routing with the pools it
+// started with, so change templates and sizes, not names or labels.
+func (l *Loop) UpdatePools(cfg *pool.Config) error {
+	clk := clock.RealClock{}
+	rec, err := reconcile.New(cfg, l.opts.Kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL})
+	if err != nil {
+		return err
+	}
+	sopts := sweeper.Options{}
+	if l.recoverer != nil {
+		sopts.Recoverer = l.recoverer
+	}
+	store := reservation.New(l.opts.DB, l.opts.Table, clk)
+	l.sweeper.Store(sweeper.New(cfg, store, l.status,
+		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sopts))
+	l.pools.Store(cfg)
+	return nil
+}
+
+// Pools is the pools file in force.
+func (l *Loop) Pools() *pool.Config { return l.pools.Load() }
 
 // Stop ends the loop's goroutines and servers.
 func (l *Loop) Stop() {

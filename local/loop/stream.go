@@ -101,12 +101,12 @@ type PoolStats struct {
 func (l *Loop) Stats(ctx context.Context) []PoolStats {
 	byPool := map[string]*PoolStats{}
 	waits := map[string][]time.Duration{}
-	for i := range l.opts.Pools.Pools {
-		name := l.opts.Pools.Pools[i].Name
+	for i := range l.Pools().Pools {
+		name := l.Pools().Pools[i].Name
 		byPool[name] = &PoolStats{Pool: name}
 	}
 	for _, j := range l.Sim.Jobs() {
-		p, _ := l.opts.Pools.Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels})
+		p, _ := l.Pools().Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels})
 		if p == nil {
 			continue
 		}
@@ -124,8 +124,8 @@ func (l *Loop) Stats(ctx context.Context) []PoolStats {
 		}
 	}
 	out := make([]PoolStats, 0, len(byPool))
-	for i := range l.opts.Pools.Pools {
-		s := byPool[l.opts.Pools.Pools[i].Name]
+	for i := range l.Pools().Pools {
+		s := byPool[l.Pools().Pools[i].Name]
 		if st, err := l.status.Get(ctx, s.Pool); err == nil {
 			s.Desired, s.Phases = st.Desired, st.Phases
 		}
