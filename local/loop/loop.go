@@ -65,7 +65,13 @@ type Options struct {
 	Chaos Chaos
 	// NoRedelivery turns off the sweeper's recovery of lost deliveries.
 	NoRedelivery bool
-	Log          *slog.Logger
+	// SweeperKube, when set, is the sweeper's Kubernetes client (a faulty one, for
+	// chaos); the kubelet simulator keeps using Kube.
+	SweeperKube kubernetes.Interface
+	// Lease is the sweeper's lease length (default 30s; chaos uses a short one, as
+	// killed sweepers leave their leases to expire).
+	Lease time.Duration
+	Log   *slog.Logger
 }
 
 // Chaos says which delivery faults to inject.
@@ -77,11 +83,14 @@ type Chaos struct {
 	// Delay is the longest random delay before a delivery; concurrent deliveries
 	// overtake each other.
 	Delay time.Duration
+	// KillSweeps is the fraction of sweeper invocations killed at a random point
+	// (their context ends within 150 ms, as a Lambda that times out or crashes).
+	KillSweeps float64
 }
 
 // Faults counts what Chaos injected.
 type Faults struct {
-	Dropped, Duplicated, Delayed int
+	Dropped, Duplicated, Delayed, KilledSweeps int
 }
 
 // Loop is a running closed loop.
@@ -114,6 +123,9 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	}
 	if opts.SweepEvery <= 0 {
 		opts.SweepEvery = 2 * time.Second
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -162,7 +174,7 @@ func (l *Loop) build(ctx context.Context) error {
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
-			l.wg.Go(func() { _, _ = l.sweeper.Load().Handle(ctx, sweeper.Event{Pool: p}) })
+			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: p}) })
 			return nil
 		})))
 	}
@@ -250,9 +262,20 @@ func (l *Loop) schedule(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			_, _ = l.sweeper.Load().Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+			l.invoke(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
 		}
 	}
+}
+
+// invoke runs one sweeper invocation, killed at a random point when chaos says so.
+func (l *Loop) invoke(ctx context.Context, ev sweeper.Event) {
+	if mrand.Float64() < l.opts.Chaos.KillSweeps {
+		l.fault(func(f *Faults) { f.KilledSweeps++ })
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(mrand.Int64N(int64(150*time.Millisecond))))
+		defer cancel()
+	}
+	_, _ = l.sweeper.Load().Handle(ctx, ev)
 }
 
 // Sweep runs one scheduled sweep now.
@@ -266,7 +289,11 @@ func (l *Loop) Sweep(ctx context.Context) error {
 // started with, so change templates and sizes, not names or labels.
 func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	clk := clock.RealClock{}
-	rec, err := reconcile.New(cfg, l.opts.Kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL})
+	kube := l.opts.SweeperKube
+	if kube == nil {
+		kube = l.opts.Kube
+	}
+	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL})
 	if err != nil {
 		return err
 	}
@@ -276,7 +303,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	l.sweeper.Store(sweeper.New(cfg, store, l.status,
-		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, 30*time.Second), rec, clk, l.opts.Log, sopts))
+		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts))
 	l.pools.Store(cfg)
 	return nil
 }
