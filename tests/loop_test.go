@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -52,6 +54,22 @@ func (w *world) statefulSets() int {
 	n := 0
 	for _, s := range list.Items {
 		if s.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// activeStatefulSets counts runners not being stopped (a finished runner's
+// StatefulSet lingers until the sweep that replaces it deletes it).
+func (w *world) activeStatefulSets() int {
+	list, err := w.kube.AppsV1().StatefulSets(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n := 0
+	for _, s := range list.Items {
+		if _, marked := s.Annotations["actions-runner/unregistration-request-timestamp"]; !marked && s.DeletionTimestamp == nil {
 			n++
 		}
 	}
@@ -283,4 +301,56 @@ pools:
 	if v := w.loop.Monitor.Violations(); len(v) > 0 {
 		t.Fatalf("violations: %v", v)
 	}
+}
+
+// TestBurstAcrossThreePools: 50 jobs at once for three pools with different labels
+// all run, each on a runner of its own pool, within the pools' limits.
+func TestBurstAcrossThreePools(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, `
+pools:
+  - {name: cpu, organization: acme, labels: [cpu], maxReplicas: 6, scaleDownDelaySecondsAfterScaleOut: 1, kubernetes: {namespace: %[1]s, image: r}}
+  - {name: gpu, organization: acme, labels: [gpu], maxReplicas: 3, scaleDownDelaySecondsAfterScaleOut: 1, kubernetes: {namespace: %[1]s, image: r}}
+  - {name: arm, organization: acme, labels: [big], arch: arm64, maxReplicas: 4, scaleDownDelaySecondsAfterScaleOut: 1, kubernetes: {namespace: %[1]s, image: r}}
+`, loop.Options{SweepEvery: time.Second, Log: debugLog(t)})
+	labels := [][]string{{"self-hosted", "cpu"}, {"self-hosted", "gpu"}, {"self-hosted", "big", "ARM64"}}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			w.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: labels[i%3], Duration: 200 * time.Millisecond})
+		})
+	}
+	wg.Wait()
+	maxSeen := 0
+	w.waitFor("every job completed", 120*time.Second, func() bool {
+		maxSeen = max(maxSeen, w.activeStatefulSets(), len(w.loop.Sim.Runners()))
+		return allDone(w.loop.Sim.Jobs())
+	})
+	if maxSeen > 6+3+4 {
+		t.Fatalf("%d runners at once, over the pools' total maxReplicas 13", maxSeen)
+	}
+	want := map[string]string{"cpu": "cpu-", "gpu": "gpu-", "big": "arm-"}
+	for _, j := range w.loop.Sim.Jobs() {
+		if p := want[j.Labels[1]]; len(j.RunnerName) < len(p) || j.RunnerName[:len(p)] != p {
+			t.Fatalf("job %d %v ran on %s", j.ID, j.Labels, j.RunnerName)
+		}
+	}
+	w.waitFor("back to zero", 60*time.Second, w.quiescent)
+	if v := w.loop.Monitor.Violations(); len(v) > 0 {
+		t.Fatalf("violations: %v", v)
+	}
+}
+
+// debugLog writes the loop's logs to $RUNNERSCALER_LOOP_LOG when set.
+func debugLog(t testing.TB) *slog.Logger {
+	path := os.Getenv("RUNNERSCALER_LOOP_LOG")
+	if path == "" {
+		return nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return slog.New(slog.NewTextHandler(f, nil))
 }

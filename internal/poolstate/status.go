@@ -43,9 +43,6 @@ type Status struct {
 	// LastSync is when the sweeper last created runners (ARC's sync time, compared
 	// with the reservations' effective time for ephemeral pools).
 	LastSync time.Time `dynamodbav:"lastSync"`
-	// ReservedAtSync is the reserved capacity when runners were last created: a
-	// drop since then means completions were counted (see reconcile's hold).
-	ReservedAtSync int `dynamodbav:"reservedAtSync"`
 	// Phases counts runners by phase (pending, running, completed, terminating, ...).
 	Phases map[string]int `dynamodbav:"phases"`
 	// DecidedAt and Reason describe the last decision.

@@ -245,15 +245,16 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 }
 
 // scaleUp creates missing runners — unless the pool is ephemeral, the last sync is
-// newer than the newest reservation and recent, and no completion was counted
-// since: then a runner has just finished and the webhook has not caught up yet
-// (ARC's EffectiveTime hold). The last condition is ours: without it, a pool at
-// maxReplicas with a backlog of queued jobs starves for the whole delay each time
-// its runners finish, because no new reservation moves the effective time.
+// newer than the newest reservation and recent, and no job is waiting: then a
+// runner has just finished and the webhook has not caught up yet (ARC's
+// EffectiveTime hold). The last condition is ours: a queued job is one no runner
+// has taken, so it is real demand; without it, a pool at maxReplicas with a
+// backlog starves for the whole delay each time its runners finish, because no
+// new reservation moves the effective time.
 func (r *Reconciler) scaleUp(ctx context.Context, s *sweep, missing int) error {
 	last, eff := s.st.LastSync, s.d.EffectiveTime
 	if s.p.IsEphemeral() && !eff.IsZero() && !last.IsZero() && last.After(eff) && s.now.Before(last.Add(r.opts.RecreationDelay)) &&
-		s.d.Reserved >= s.st.ReservedAtSync {
+		s.d.Queued == 0 {
 		s.log.Info("holding creation: ephemeral runners finished and no newer reservation arrived",
 			"missing", missing, "lastSync", last, "effectiveTime", eff, "until", last.Add(r.opts.RecreationDelay))
 		return nil
@@ -263,7 +264,7 @@ func (r *Reconciler) scaleUp(ctx context.Context, s *sweep, missing int) error {
 			return err
 		}
 		s.created++
-		s.st.LastSync, s.st.ReservedAtSync = s.now, s.d.Reserved
+		s.st.LastSync = s.now
 	}
 	return nil
 }

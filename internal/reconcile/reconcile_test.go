@@ -107,17 +107,18 @@ func TestEphemeralCompletionHold(t *testing.T) {
 }
 
 // TestSaturatedBacklogIsNotHeld: at maxReplicas with queued jobs waiting, a runner
-// that finishes is replaced at once once its completion is counted — ARC's hold
-// alone would starve the backlog for ten minutes.
+// that finishes is replaced at once — ARC's hold alone would starve the backlog for
+// ten minutes; without a waiting job the hold applies.
 func TestSaturatedBacklogIsNotHeld(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	effective := e.clock.Now()
 	e.clock.Step(time.Second)
-	saturated := func(reserved int) error {
-		return e.rec.Reconcile(t.Context(), e.pool, scaling.Decision{Desired: 1, Reserved: reserved, EffectiveTime: effective, Saturated: true}, &e.status)
+	sweep := func(queued int) error {
+		d := scaling.Decision{Desired: 1, Reserved: 3, Queued: queued, EffectiveTime: effective, Saturated: true}
+		return e.rec.Reconcile(t.Context(), e.pool, d, &e.status)
 	}
-	if err := saturated(3); err != nil {
+	if err := sweep(3); err != nil {
 		t.Fatal(err)
 	}
 	name := e.statefulSets()[0]
@@ -125,17 +126,17 @@ func TestSaturatedBacklogIsNotHeld(t *testing.T) {
 	_ = e.sim.SetBusy(r.ID, true)
 	e.exit(name, r.ID)
 	e.clock.Step(time.Second)
-	if err := saturated(3); err != nil { // the completion is not counted yet: held
+	if err := sweep(0); err != nil { // no job waits: the finished runner's completion is late
 		t.Fatal(err)
 	}
 	if got := e.statefulSets(); len(got) != 0 {
-		t.Fatalf("before the completion is counted: %v, want the hold", got)
+		t.Fatalf("with no queued job: %v, want the hold", got)
 	}
-	if err := saturated(2); err != nil { // counted: two jobs still wait
+	if err := sweep(2); err != nil { // two jobs wait for a runner
 		t.Fatal(err)
 	}
 	if got := e.statefulSets(); len(got) != 1 {
-		t.Fatalf("after the completion is counted: %v, want a new runner at once", got)
+		t.Fatalf("with queued jobs: %v, want a new runner at once", got)
 	}
 }
 

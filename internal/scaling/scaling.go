@@ -38,6 +38,9 @@ type Decision struct {
 	Reserved int
 	// Reservations counts the active reservations.
 	Reservations int
+	// Queued sums the amounts of active reservations whose job still waits for a
+	// runner (state queued).
+	Queued int
 	// Saturated is true when the reservations ask for more than maxReplicas allows.
 	Saturated bool
 	// Held is true when a decrease is being held back by the scale-down delay.
@@ -72,6 +75,9 @@ func Decide(p *pool.Pool, reservations []reservation.Reservation, prev Previous,
 		}
 		d.Reserved += r.Amount
 		d.Reservations++
+		if r.State == reservation.Queued {
+			d.Queued += r.Amount
+		}
 		next = append(next, r.ExpirationTime)
 		if r.EffectiveTime.After(d.EffectiveTime) {
 			d.EffectiveTime = r.EffectiveTime
