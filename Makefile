@@ -48,8 +48,8 @@ test: deps kube ## Run every test against a fresh local stack (dynalite + kube-a
 	@bash local/with-stack.sh go test -count=1 -timeout 30m ./...
 
 .PHONY: bench
-bench: deps kube ## Run the benchmarks on the local stack and print their numbers
-	@bash local/with-stack.sh go test -run '^$$' -bench . -benchmem -timeout 60m ./...
+bench: deps kube ## Run the benchmarks on the local stack and print one table of their numbers
+	@bash local/with-stack.sh go test -run '^$$' -bench . -benchmem -timeout 60m ./... | go run ./local/cmd/benchtable
 
 .PHONY: run
 run: deps kube ## Bring up the local stack and keep it running (Ctrl-C stops it)

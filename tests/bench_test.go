@@ -2,12 +2,15 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -58,4 +61,72 @@ pools:
 		}
 	}
 	return lat
+}
+
+// BenchmarkStandardTrace runs the standard trace — 100 jobs for two pools, Poisson
+// arrivals at 4/s, 0.5–2 s each, seed 42 — through the closed loop and reports job
+// wait p50/p95, runner-seconds per job (time runners were registered, per job), and
+// GitHub API calls per job.
+func BenchmarkStandardTrace(b *testing.B) {
+	for b.Loop() {
+		w := newWorld(b, twoPools, loop.Options{SweepEvery: 2 * time.Second})
+		trace := loop.Generate(w.cfg, 100, 4, 500*time.Millisecond, 2*time.Second, 42)
+		w.loop.Play(b.Context(), trace)
+		w.waitFor("every job completed", 5*time.Minute, func() bool {
+			return len(w.loop.Sim.Jobs()) == len(trace) && allDone(w.loop.Sim.Jobs())
+		})
+		w.waitFor("back to zero", 2*time.Minute, w.quiescent)
+		calls := 0
+		for endpoint, n := range w.loop.Sim.Calls() {
+			if endpoint != "POST /app/installations/{installation_id}/access_tokens" {
+				calls += n
+			}
+		}
+		ws := w.loop.Waits()
+		b.ReportMetric(ms(loop.Percentile(ws, 50)), "wait-p50-ms")
+		b.ReportMetric(ms(loop.Percentile(ws, 95)), "wait-p95-ms")
+		b.ReportMetric(w.loop.RunnerTime().Seconds()/float64(len(trace)), "runner-s/job")
+		b.ReportMetric(float64(calls)/float64(len(trace)), "github-calls/job")
+		if v := w.loop.Monitor.Violations(); len(v) > 0 {
+			b.Fatalf("violations: %v", v)
+		}
+	}
+}
+
+// BenchmarkBootstraps reports each Lambda bootstrap's size (linux, this machine's
+// architecture, the Lambda build flags) and its init duration under the Lambda
+// Runtime Interface Emulator (a proxy for the cold start).
+func BenchmarkBootstraps(b *testing.B) {
+	for _, fn := range []string{"webhook", "sweeper"} {
+		b.Run(fn, func(b *testing.B) {
+			bin := build(b, fn)
+			info, err := os.Stat(bin)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, tableName := testenv.Table(b)
+			pools, _ := filepath.Abs("../local/pools.yaml")
+			env := localEnv(b, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools, "WEBHOOK_SECRET=local-webhook-secret",
+				"KUBECONFIG="+testenv.Kubeconfig(b), "GITHUB_TOKEN=ghp_unused")
+			if fn == "webhook" {
+				env = env[:len(env)-2]
+			}
+			for b.Loop() {
+				e := start(b, bin, env)
+				event := "../local/events/webhook-ping.json"
+				if fn == "sweeper" {
+					event = "../local/events/sweeper-nudge.json" // any event: init happens before it
+				}
+				raw, _ := os.ReadFile(event)
+				_, _ = e.Invoke(b.Context(), raw)
+				d, ok := e.InitDuration()
+				if !ok {
+					b.Fatalf("no init report:\n%s", e.Logs())
+				}
+				b.ReportMetric(ms(d), "init-ms")
+				b.ReportMetric(float64(info.Size())/(1<<20), "size-MiB")
+				e.Stop()
+			}
+		})
+	}
 }

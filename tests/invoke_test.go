@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // build compiles a function's bootstrap for linux on this machine's architecture,
 // with the flags of the Lambda build.
-func build(t *testing.T, fn string) string {
+func build(t testing.TB, fn string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "bootstrap")
 	cmd := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, "../functions/"+fn)
@@ -42,7 +42,7 @@ func build(t *testing.T, fn string) string {
 	return out
 }
 
-func rie(t *testing.T) string {
+func rie(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command("bash", "../local/rie-build.sh").Output()
 	if err != nil {
@@ -51,12 +51,12 @@ func rie(t *testing.T) string {
 	return strings.TrimSpace(string(out))
 }
 
-func localEnv(t *testing.T, extra ...string) []string {
+func localEnv(t testing.TB, extra ...string) []string {
 	return append([]string{"PATH=" + os.Getenv("PATH"), "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=local",
 		"AWS_SECRET_ACCESS_KEY=local", "DYNAMODB_ENDPOINT=" + testenv.DynamoDBEndpoint(t)}, extra...)
 }
 
-func start(t *testing.T, bootstrap string, env []string) *invoke.Emulator {
+func start(t testing.TB, bootstrap string, env []string) *invoke.Emulator {
 	t.Helper()
 	e, err := invoke.Start(t.Context(), rie(t), bootstrap, env)
 	if err != nil {

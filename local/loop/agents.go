@@ -21,6 +21,8 @@ type agents struct {
 	mu    sync.Mutex
 	byPod map[string]*agent // pod UID → its agent
 	wg    sync.WaitGroup
+	// lived sums the time runner agents were up (registered until exit).
+	lived time.Duration
 }
 
 // agent is one runner process in a running pod.
@@ -147,6 +149,12 @@ func (as *agents) run(ctx context.Context, p *pool.Pool, pod *corev1.Pod, a *age
 		as.exit(ctx, pod, 1)
 		return
 	}
+	up := time.Now()
+	defer func() {
+		as.mu.Lock()
+		as.lived += time.Since(up)
+		as.mu.Unlock()
+	}()
 	for {
 		job, ok, err := sim.AcquireJob(rn.ID)
 		if errors.Is(err, githubsim.ErrRunnerGone) {
@@ -193,3 +201,10 @@ func (as *agents) exit(ctx context.Context, pod *corev1.Pod, code int32) {
 }
 
 func (as *agents) wait() { as.wg.Wait() }
+
+// RunnerTime is the total time runner agents were up so far (finished ones).
+func (l *Loop) RunnerTime() time.Duration {
+	l.agents.mu.Lock()
+	defer l.agents.mu.Unlock()
+	return l.agents.lived
+}
