@@ -37,9 +37,10 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(t, twoPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube,
+	w := newWorld(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube,
 		Chaos: loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}})
-	stream := loop.Generate(w.cfg, jobs, 10, 100*time.Millisecond, 600*time.Millisecond, uint64(time.Now().UnixNano()))
+	const rate = 3.0 // jobs per second: what the pools sustain with these faults
+	stream := loop.Generate(w.cfg, jobs, rate, 100*time.Millisecond, 600*time.Millisecond, uint64(time.Now().UnixNano()))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -48,7 +49,7 @@ func TestChaos(t *testing.T) {
 	injected, secondary := 0, 0
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
-	limit := time.Now().Add(time.Duration(jobs)*200*time.Millisecond + 2*time.Minute)
+	limit := time.Now().Add(time.Duration(float64(jobs)/rate*float64(time.Second)) + 3*time.Minute)
 	for !allDone(w.loop.Sim.Jobs()) || len(w.loop.Sim.Jobs()) < jobs {
 		if time.Now().After(limit) {
 			t.Fatalf("jobs %v not all done; faults %+v, violations %v", summary(w.loop.Sim.Jobs()), w.loop.Faults(), w.loop.Monitor.Violations())
@@ -98,3 +99,19 @@ func (f *faultyKube) wrap(rt http.RoundTripper) http.RoundTripper {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+const chaosPools = `
+pools:
+  - name: small
+    organization: acme
+    labels: [small]
+    maxReplicas: 12
+    scaleDownDelaySecondsAfterScaleOut: 1
+    kubernetes: {namespace: %[1]s, image: runner:1}
+  - name: big
+    organization: acme
+    labels: [big]
+    maxReplicas: 8
+    scaleDownDelaySecondsAfterScaleOut: 1
+    kubernetes: {namespace: %[1]s, image: runner:1}
+`
