@@ -71,6 +71,9 @@ type Options struct {
 	// Lease is the sweeper's lease length (default 30s; chaos uses a short one, as
 	// killed sweepers leave their leases to expire).
 	Lease time.Duration
+	// WaitBound: a job queued longer than this while its pool has fewer runners
+	// than maxReplicas is a violation (default 30s).
+	WaitBound time.Duration
 	Log   *slog.Logger
 }
 
@@ -127,6 +130,9 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
 	}
+	if opts.WaitBound <= 0 {
+		opts.WaitBound = 30 * time.Second
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -143,6 +149,7 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	}
 	l.wg.Go(func() { l.schedule(ctx) })
 	l.wg.Go(func() { l.agents.kubelet(ctx) })
+	l.wg.Go(func() { l.watchWaits(ctx) })
 	return l, nil
 }
 
