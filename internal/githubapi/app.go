@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -21,17 +20,7 @@ func NewApp(cfg Config) (*AppClient, error) {
 	if cfg.Auth.AppID == 0 || len(cfg.Auth.PrivateKey) == 0 {
 		return nil, errors.New("github app client: an app id and a private key are required")
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = "https://api.github.com/"
-	}
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
-	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
-	}
+	base, tr := cfg.endpoint()
 	atr, err := ghinstallation.NewAppsTransport(tr, cfg.Auth.AppID, cfg.Auth.PrivateKey)
 	if err != nil {
 		return nil, fmt.Errorf("github app key: %w", err)

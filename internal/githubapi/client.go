@@ -51,6 +51,22 @@ type Config struct {
 	Cache RunnerCache
 }
 
+// endpoint is the API root (with a trailing slash) and the transport to reach it.
+func (cfg Config) endpoint() (string, http.RoundTripper) {
+	base := cfg.BaseURL
+	if base == "" {
+		base = "https://api.github.com/"
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	tr := cfg.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	return base, tr
+}
+
 // Validate reports an auth configuration that is missing or mixed.
 func (a Auth) Validate() error {
 	app := a.AppID != 0 || a.InstallationID != 0 || len(a.PrivateKey) > 0
@@ -83,17 +99,7 @@ func New(cfg Config) (*Client, error) {
 	if err := cfg.Auth.Validate(); err != nil {
 		return nil, fmt.Errorf("github auth: %w", err)
 	}
-	base := cfg.BaseURL
-	if base == "" {
-		base = "https://api.github.com/"
-	}
-	if !strings.HasSuffix(base, "/") {
-		base += "/"
-	}
-	tr := cfg.Transport
-	if tr == nil {
-		tr = http.DefaultTransport
-	}
+	base, tr := cfg.endpoint()
 	opts := []github.ClientOptionsFunc{github.WithURLs(&base, &base), github.WithDisableRateLimitCheck()}
 	if cfg.Auth.Token != "" {
 		opts = append(opts, github.WithTransport(tr), github.WithAuthToken(cfg.Auth.Token))

@@ -74,7 +74,7 @@ type Options struct {
 	// WaitBound: a job queued longer than this while its pool has fewer runners
 	// than maxReplicas is a violation (default 30s).
 	WaitBound time.Duration
-	Log   *slog.Logger
+	Log       *slog.Logger
 }
 
 // Chaos says which delivery faults to inject.

@@ -22,14 +22,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -116,26 +108,18 @@ func run() error {
 
 // prepare creates the table and the pools' namespaces (both idempotent).
 func prepare(ctx context.Context, s *stack.Stack, cfg *pool.Config, tableName string) error {
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.DynamoEndpoint),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
-	if err := table.Create(ctx, db, tableName); err != nil {
+	if err := table.Create(ctx, s.DynamoDB(), tableName); err != nil {
 		return err
 	}
-	rc, err := kube.FromKubeconfig(s.Kubeconfig)
+	kc, err := s.Kube()
 	if err != nil {
 		return err
 	}
-	kc, err := kube.NewClient(rc)
-	if err != nil {
-		return err
-	}
+	var names []string
 	for _, p := range cfg.Pools {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
-		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
+		names = append(names, p.Kubernetes.Namespace)
 	}
-	return nil
+	return stack.EnsureNamespaces(ctx, kc, names...)
 }
 
 func githubSimulator() (url, keyPEM string, stop func(), err error) {

@@ -22,14 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/loop"
@@ -105,25 +97,21 @@ func run(f flags) error {
 }
 
 func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, logs io.Writer) (*loop.Loop, error) {
-	db := dynamodb.New(dynamodb.Options{Region: "us-east-1", BaseEndpoint: aws.String(s.DynamoEndpoint),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")})
+	db := s.DynamoDB()
 	tableName := "runnerscaler-" + time.Now().UTC().Format("20060102-150405")
 	if err := table.Create(ctx, db, tableName); err != nil {
 		return nil, err
 	}
-	rc, err := kube.FromKubeconfig(s.Kubeconfig)
+	kc, err := s.Kube()
 	if err != nil {
 		return nil, err
 	}
-	kc, err := kube.NewClient(rc)
-	if err != nil {
-		return nil, err
-	}
+	var names []string
 	for _, p := range cfg.Pools {
-		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.Kubernetes.Namespace}}
-		if _, err := kc.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
+		names = append(names, p.Kubernetes.Namespace)
+	}
+	if err := stack.EnsureNamespaces(ctx, kc, names...); err != nil {
+		return nil, err
 	}
 	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, SweepEvery: f.every,
 		Secret: f.secret, WebhookAddr: f.listen, Log: slog.New(slog.NewTextHandler(logs, nil))})
