@@ -352,5 +352,5 @@ func debugLog(t testing.TB) *slog.Logger {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	return slog.New(slog.NewTextHandler(f, nil))
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

@@ -91,6 +91,7 @@ type Client struct {
 	regTokens    map[string]RegistrationToken
 	groups       map[string]int64
 	blockedUntil time.Time
+	blockedBy2nd bool // the block comes from a secondary limit
 	stats        Stats
 }
 
@@ -323,7 +324,7 @@ func (c *Client) gate() error {
 	defer c.mu.Unlock()
 	if until := c.blockedUntil; c.clock.Now().Before(until) {
 		c.stats.RateLimited++
-		return &RateLimitError{Reset: until, Local: true}
+		return &RateLimitError{Reset: until, Local: true, Secondary: c.blockedBy2nd}
 	}
 	return nil
 }

@@ -97,7 +97,7 @@ func (c *Client) block(e *RateLimitError) error {
 	defer c.mu.Unlock()
 	c.stats.RateLimited++
 	if e.Reset.After(c.blockedUntil) {
-		c.blockedUntil = e.Reset
+		c.blockedUntil, c.blockedBy2nd = e.Reset, e.Secondary
 	}
 	return e
 }

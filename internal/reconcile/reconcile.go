@@ -19,6 +19,7 @@ package reconcile
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -122,44 +123,53 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	if s.runners, err = r.observe(ctx, p, s.now); err != nil {
 		return err
 	}
+	// A failed step does not stop the others: each runner's progress is its own,
+	// and a flaky API must not keep a pool from unregistering or creating runners.
+	var errs []error
 	for _, stage := range []func(context.Context, *sweep) error{r.register, r.sync, r.stop, r.cleanup} {
 		if err := stage(ctx, s); err != nil {
-			return err
+			errs = append(errs, err)
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	st.Phases = phases(s.runners)
 	r.emit(s, r.clock.Since(start))
-	return nil
+	return errors.Join(errs...)
 }
 
 // stop drives the graceful stop of every runner being stopped: marked ones, and
 // pods deleted by someone else (held by the finalizer). Unregistered runners'
 // owners are deleted.
 func (r *Reconciler) stop(ctx context.Context, s *sweep) error {
+	var errs []error
 	for _, rn := range s.runners {
-		if rn.pod != nil && rn.pod.DeletionTimestamp != nil && !rn.marked() && hasFinalizer(rn.pod) {
-			// Deleted by hand: its credentials are spent, so the whole runner goes.
-			if err := r.mark(ctx, s, rn); err != nil {
-				return err
-			}
-		}
-		if !rn.marked() {
-			continue
-		}
-		if err := r.ensurePodMarked(ctx, rn); err != nil {
-			return err
-		}
-		res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
-		if err != nil {
-			return err
-		}
-		if res == stopDone {
-			if err := r.deleteRunner(ctx, s, rn); err != nil {
-				return err
-			}
+		if err := r.stopOne(ctx, s, rn); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
+	if rn.pod != nil && rn.pod.DeletionTimestamp != nil && !rn.marked() && hasFinalizer(rn.pod) {
+		// Deleted by hand: its credentials are spent, so the whole runner goes.
+		if err := r.mark(ctx, s, rn); err != nil {
+			return err
+		}
+	}
+	if !rn.marked() {
+		return nil
+	}
+	if err := r.ensurePodMarked(ctx, rn); err != nil {
+		return err
+	}
+	res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
+	if err != nil || res != stopDone {
+		return err
+	}
+	return r.deleteRunner(ctx, s, rn)
 }
 
 // register annotates pods with their runner id once GitHub lists them online or
@@ -178,7 +188,7 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 			continue
 		}
 		if err := r.annotatePod(ctx, rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
-			return err
+			return err // the next sweep records it
 		}
 		if rn.phase == TimedOut {
 			rn.phase = Running
@@ -191,12 +201,13 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 // runners, then scale the up-to-date ones to the desired count.
 func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
 	var regular []*runner
+	var errs []error
 	for _, rn := range s.runners {
 		switch {
 		case rn.marked() || rn.phase == Terminating:
 		case rn.phase == Completed || rn.phase == TimedOut || rn.outdated(s.template.hash):
 			if err := r.mark(ctx, s, rn); err != nil {
-				return err
+				errs = append(errs, err) // still counts as not regular: replaced below
 			}
 		default:
 			regular = append(regular, rn)
@@ -204,11 +215,11 @@ func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
 	}
 	switch n := len(regular); {
 	case n > s.d.Desired:
-		return r.scaleDown(ctx, s, regular, n-s.d.Desired)
+		errs = append(errs, r.scaleDown(ctx, s, regular, n-s.d.Desired))
 	case n < s.d.Desired:
-		return r.scaleUp(ctx, s, s.d.Desired-n)
+		errs = append(errs, r.scaleUp(ctx, s, s.d.Desired-n))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // scaleDown marks the surplus for unregistration: pending runners first, then idle

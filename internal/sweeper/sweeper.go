@@ -285,22 +285,64 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.
 	if err != nil {
 		return err
 	}
+	var recErr error
 	if s.reconciler != nil {
 		if err := s.renewIfHalfGone(ctx, lease); err != nil {
 			return err
 		}
-		if err := s.reconciler.Reconcile(ctx, p, d, &st); err != nil {
-			return fmt.Errorf("reconciling: %w", err)
+		// What the reconcile did (runners created: the last sync time) is recorded
+		// even when some of its steps failed.
+		if recErr = s.reconcileHeld(ctx, p, d, &st, lease); recErr != nil {
+			recErr = fmt.Errorf("reconciling: %w", recErr)
 		}
 	}
 	st.Desired, st.LastScaleOut, st.DecidedAt, st.Reason, st.NextChange = d.Desired, d.LastScaleOut, now, d.Reason, d.NextChange
 	if _, err := s.status.Put(ctx, st); err != nil {
-		return err
+		return errors.Join(recErr, err)
+	}
+	if recErr != nil {
+		return recErr
 	}
 	log.InfoContext(ctx, "pool swept", "desired", d.Desired, "previous", prev, "minReplicas", d.MinReplicas,
 		"reserved", d.Reserved, "reservations", d.Reservations, "held", d.Held, "saturated", d.Saturated,
 		"extended", extended, "nextChange", d.NextChange, "phases", st.Phases, "reason", d.Reason,
 		"took", s.clock.Since(start))
+	return nil
+}
+
+// reconcileHeld reconciles while keeping the lease: it renews it every third of
+// its length, and if a renewal fails — the lease expired and another sweeper may
+// have it — the reconcile's context is cancelled, so that two sweepers never act
+// on one pool at once, however slow a sweep is.
+func (s *Sweeper) reconcileHeld(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status, lease *poolstate.Lease) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(lease.Length() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := lease.Renew(ctx); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	})
+	err := s.reconciler.Reconcile(ctx, p, d, st)
+	close(done)
+	wg.Wait()
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			return fmt.Errorf("%w (lease renewal failed: %v)", err, cause)
+		}
+		return err
+	}
 	return nil
 }
 

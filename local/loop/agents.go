@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -172,6 +173,7 @@ func (as *agents) run(ctx context.Context, p *pool.Pool, pod *corev1.Pod, a *age
 		a.mu.Lock()
 		a.job = job.ID
 		a.mu.Unlock()
+		as.loop.opts.Log.Debug("agent took a job", "pod", pod.Name, "uid", pod.UID, "runner", rn.ID, "job", job.ID)
 		select {
 		case <-ctx.Done():
 			return // killed mid-job: kill() recorded the violation
@@ -188,16 +190,22 @@ func (as *agents) run(ctx context.Context, p *pool.Pool, pod *corev1.Pod, a *age
 	}
 }
 
-// exit marks the runner container terminated with code.
+// exit marks the runner container terminated with code, retrying when the pod
+// changed meanwhile (the sweeper annotates pods): a lost update would leave a pod
+// that looks alive with no runner in it.
 func (as *agents) exit(ctx context.Context, pod *corev1.Pod, code int32) {
 	kube := as.loop.opts.Kube
-	cur, err := kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
-	if err != nil || cur.UID != pod.UID {
-		return
+	for range 20 {
+		cur, err := kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil || cur.UID != pod.UID {
+			return
+		}
+		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.ContainerName, State: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
+		if _, err = kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil || !apierrors.IsConflict(err) {
+			return
+		}
 	}
-	cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: runnerpod.ContainerName, State: corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.Now()}}}}
-	_, _ = kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 }
 
 func (as *agents) wait() { as.wg.Wait() }
