@@ -21,8 +21,8 @@ import (
 // (20%), duplicated (20%) and delayed/reordered (up to 300 ms), 15% of sweeper
 // invocations are killed at a random point, 5% of the sweeper's Kubernetes writes
 // fail, and GitHub answers some API calls with 502 or a secondary rate limit:
-// every job must complete, no pod may be deleted under a running job, and nothing
-// may be left at the end. `make test` runs 60 jobs; `make chaos` runs
+// every job must complete, no pod may be deleted under a running job, no job may
+// wait over a minute while its pool has room, and nothing may be left at the end. `make test` runs 60 jobs; `make chaos` runs
 // RUNNERSCALER_CHAOS_JOBS (1,000).
 func TestChaos(t *testing.T) {
 	t.Parallel()
@@ -37,7 +37,10 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A job whose queued delivery is lost twice waits for two recovery rounds: the
+	// wait bound is a minute here.
 	w := newWorld(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube, Log: debugLog(t),
+		WaitBound: time.Minute,
 		Chaos: loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}})
 	const rate = 3.0 // jobs per second: what the pools sustain with these faults
 	stream := loop.Generate(w.cfg, jobs, rate, 100*time.Millisecond, 600*time.Millisecond, uint64(time.Now().UnixNano()))

@@ -33,7 +33,7 @@ type Recoverer struct {
 const DefaultWindow = 30 * time.Minute
 
 // settle: a redelivery requested this recently may still be under way.
-const settle = 30 * time.Second
+const settle = 10 * time.Second
 
 // New returns a recoverer looking back window (DefaultWindow when zero).
 func New(app App, clk clock.PassiveClock, window time.Duration, log *slog.Logger) *Recoverer {

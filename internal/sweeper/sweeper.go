@@ -216,7 +216,9 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 	for round := 1; ; round++ {
 		if err := s.sweepOnce(ctx, p, lease, log.With("round", round)); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
-			if _, rerr := lease.Release(ctx); rerr != nil && !errors.Is(rerr, poolstate.ErrLeaseLost) {
+			// Let go even if nudges are pending: holding on would leave them to
+			// nobody until the lease expires; the next nudge or tick sweeps again.
+			if rerr := lease.ForceRelease(ctx); rerr != nil && !errors.Is(rerr, poolstate.ErrLeaseLost) {
 				log.WarnContext(ctx, "releasing lease", "error", rerr)
 			}
 			return failed
