@@ -41,7 +41,7 @@ func TestChaos(t *testing.T) {
 	// wait bound is a minute here.
 	w := newWorld(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube, Log: debugLog(t),
 		WaitBound: time.Minute,
-		Chaos: loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}})
+		Chaos:     loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}})
 	const rate = 3.0 // jobs per second: what the pools sustain with these faults
 	stream := loop.Generate(w.cfg, jobs, rate, 100*time.Millisecond, 600*time.Millisecond, uint64(time.Now().UnixNano()))
 	done := make(chan struct{})
