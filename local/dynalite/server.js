@@ -30,6 +30,18 @@ server.listen(port, '127.0.0.1', (err) => {
   }
   console.log(chosen)
 })
+// dynalite throws from a request's 'error' handler when a client aborts a request
+// mid-body (a cancelled context, a killed sweeper), which would end the process.
+// DynamoDB shrugs that off; so does this server.
+process.on('uncaughtException', (err) => {
+  if (err && (err.code === 'ECONNRESET' || err.message === 'aborted')) {
+    console.error(`dynalite: a client aborted a request (${err.message})`)
+    return
+  }
+  console.error(err)
+  process.exit(1)
+})
+
 const stop = () => server.close(() => process.exit(0))
 process.on('SIGTERM', stop)
 process.on('SIGINT', stop)
