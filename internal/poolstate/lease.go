@@ -158,23 +158,12 @@ func (le *Lease) Renew(ctx context.Context) error {
 // last accounted for them: then it keeps the lease, accounts for them, and returns
 // again=true — the caller sweeps once more and calls Release again.
 func (le *Lease) Release(ctx context.Context) (again bool, err error) {
-	l := le.leases
-	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(l.table),
-		Key:                      itemKey(le.Pool, "LEASE"),
-		UpdateExpression:         aws.String("SET #holder = :none, #until = :zero"),
-		ConditionExpression:      aws.String("#holder = :me AND (attribute_not_exists(#dirty) OR #dirty = :seen)"),
-		ExpressionAttributeNames: map[string]string{"#holder": "holder", "#until": "until", "#dirty": "dirty"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":none": str(""), ":zero": num(0), ":me": str(le.Holder), ":seen": num(le.dirty),
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
+	refused, err := le.clear(ctx, true)
 	switch {
-	case errors.As(err, &ccf):
-		return le.reconcileDirty(ctx)
 	case err != nil:
-		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
+		return false, err
+	case refused:
+		return le.reconcileDirty(ctx)
 	}
 	return false, nil
 }
@@ -182,23 +171,40 @@ func (le *Lease) Release(ctx context.Context) (again bool, err error) {
 // ForceRelease gives the lease up even if nudges marked the pool dirty; the next
 // nudge or scheduled sweep takes it.
 func (le *Lease) ForceRelease(ctx context.Context) error {
+	refused, err := le.clear(ctx, false)
+	if refused {
+		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+	}
+	return err
+}
+
+// clear empties the holder if it is still le's (and, with onlyIfClean, if no
+// nudge came since le last looked); refused reports that the condition failed.
+func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err error) {
 	l := le.leases
-	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	cond := "#holder = :me"
+	names := map[string]string{"#holder": "holder", "#until": "until"}
+	values := map[string]types.AttributeValue{":none": str(""), ":zero": num(0), ":me": str(le.Holder)}
+	if onlyIfClean {
+		cond += " AND (attribute_not_exists(#dirty) OR #dirty = :seen)"
+		names["#dirty"], values[":seen"] = "dirty", num(le.dirty)
+	}
+	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool, "LEASE"),
 		UpdateExpression:          aws.String("SET #holder = :none, #until = :zero"),
-		ConditionExpression:       aws.String("#holder = :me"),
-		ExpressionAttributeNames:  map[string]string{"#holder": "holder", "#until": "until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":none": str(""), ":zero": num(0), ":me": str(le.Holder)},
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
 	case errors.As(err, &ccf):
-		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+		return true, nil
 	case err != nil:
-		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
+		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
 	}
-	return nil
+	return false, nil
 }
 
 // reconcileDirty runs after a refused release: either nudges arrived (sweep again)

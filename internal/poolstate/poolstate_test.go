@@ -159,3 +159,31 @@ func TestDirtyNudgeIsNotLost(t *testing.T) {
 		t.Fatalf("release with no new nudge: again=%v err=%v", again, err)
 	}
 }
+
+// TestForceRelease lets the lease go despite pending nudges; a stranger's lease
+// cannot be force-released.
+func TestForceRelease(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	ctx := t.Context()
+	a, err := leases.Acquire(ctx, "p", "req-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := leases.MarkDirty(ctx, "p"); err != nil || !ok {
+		t.Fatalf("MarkDirty = %v, %v", ok, err)
+	}
+	if err := a.ForceRelease(ctx); err != nil {
+		t.Fatalf("ForceRelease: %v", err)
+	}
+	b, err := leases.Acquire(ctx, "p", "req-b")
+	if err != nil {
+		t.Fatalf("acquire after a forced release: %v", err)
+	}
+	if err := a.ForceRelease(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
+		t.Fatalf("force-releasing b's lease as a: %v, want ErrLeaseLost", err)
+	}
+	if again, err := b.Release(ctx); err != nil || again {
+		t.Fatalf("b's release: %v, %v", again, err)
+	}
+}
