@@ -60,40 +60,33 @@ func (s *Server) Register(reg Registration) (Runner, error) {
 
 // SetBusy marks a runner as running a job (or idle). ErrRunnerGone if it was removed.
 func (s *Server) SetBusy(id int64, busy bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn, ok := s.runners[id]
-	if !ok {
-		return ErrRunnerGone
-	}
-	rn.Busy = busy
-	return nil
+	return s.withRunner(id, func(rn *Runner) { rn.Busy = busy })
 }
 
 // SetOnline marks a runner online or offline (its agent connected or not).
 func (s *Server) SetOnline(id int64, online bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rn, ok := s.runners[id]
-	if !ok {
-		return ErrRunnerGone
-	}
-	rn.Online = online
-	return nil
+	return s.withRunner(id, func(rn *Runner) { rn.Online = online })
 }
 
 // FinishJob ends the runner's job: it becomes idle, and an ephemeral runner is
 // removed by GitHub itself, as after a real ephemeral job.
 func (s *Server) FinishJob(id int64) error {
+	return s.withRunner(id, func(rn *Runner) {
+		rn.Busy = false
+		if rn.Ephemeral {
+			delete(s.runners, id)
+		}
+	})
+}
+
+// withRunner applies change to runner id under the lock; ErrRunnerGone if it was removed.
+func (s *Server) withRunner(id int64, change func(*Runner)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rn, ok := s.runners[id]
 	if !ok {
 		return ErrRunnerGone
 	}
-	rn.Busy = false
-	if rn.Ephemeral {
-		delete(s.runners, id)
-	}
+	change(rn)
 	return nil
 }
