@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver and kube-controller-manager from the Go module proxy
-# (module local/kubetools) into a cache directory keyed by the inputs, and prints
-# that directory on stdout. A cache hit returns at once; a cold build takes ~22 min
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
+# from the Go module proxy (module local/kubetools) into a cache directory keyed by
+# the inputs, and prints that directory on stdout. A cache hit returns at once; a cold build takes ~22 min
 # on 2 cores. Progress goes to stderr. Safe to run concurrently (flock).
 set -euo pipefail
 
@@ -20,7 +20,7 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
 key=$( { cat "$tools/go.mod" "$tools/go.sum" "$tools"/cmd/*/main.go; echo "$ldflags"; go version; } | sha256sum | cut -c1-16)
 cache_root=${RUNNERSCALER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/runnerscaler}
 out=$cache_root/kube-$key
-bins=(etcd kube-apiserver kube-controller-manager)
+bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
 complete() { for b in "${bins[@]}"; do [ -x "$1/$b" ] || return 1; done; }
 

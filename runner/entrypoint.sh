@@ -20,12 +20,28 @@
 #   DOCKERD_IN_RUNNER=true        start dockerd inside this container (the dind image), then wait for it
 #   DOCKER_WAIT_TIMEOUT           seconds to wait for docker (default 120)
 #   RUNNER_HOME                   where config.sh and run.sh are (default: this script's runner home)
+#   RUNNER_STATE_DIR              a directory that survives container restarts but not the pod (the
+#                                 sweeper mounts an emptyDir there); see "Restarts" below
+#
+# Restarts. The kubelet restarts a StatefulSet's container whatever its exit code
+# (restartPolicy Always). With RUNNER_STATE_DIR set:
+#   - an ephemeral runner (JIT config, or RUNNER_EPHEMERAL=true) writes a marker there
+#     before it starts run.sh; a restarted container that finds the marker exits 0 at
+#     once and never runs a second time with spent credentials. The sweeper sees the
+#     container terminated or restarted, asks GitHub to remove the runner (204 or
+#     404), and only then deletes the pod;
+#   - a persistent runner keeps its registration (.runner, .credentials*) there and
+#     a restarted container resumes it instead of registering again (the token in
+#     RUNNER_TOKEN may have expired since).
 #
 # Secrets never appear on a command line or in the output: config.sh and run.sh read
 # ACTIONS_RUNNER_INPUT_TOKEN / ACTIONS_RUNNER_INPUT_JITCONFIG from the environment.
 set -euo pipefail
 
 RUNNER_HOME=${RUNNER_HOME:-/home/runner}
+state_dir=${RUNNER_STATE_DIR:-}
+# The files actions/runner writes into its home when it is configured.
+registration_files=(.runner .credentials .credentials_rsaparams)
 grace=${RUNNER_GRACEFUL_STOP_TIMEOUT:-15}
 # The runner starts Runner.Worker for each job; its presence means a job is running.
 worker_pattern=${RUNNER_WORKER_PATTERN:-Runner.Worker}
@@ -97,6 +113,48 @@ configure() {
 	ACTIONS_RUNNER_INPUT_TOKEN=${RUNNER_TOKEN} "${RUNNER_HOME}/config.sh" "${args[@]}"
 }
 
+ephemeral() { [[ -n ${ACTIONS_RUNNER_INPUT_JITCONFIG:-} || ${RUNNER_EPHEMERAL:-true} == true ]]; }
+
+now() { printf '%(%Y-%m-%dT%H:%M:%SZ)T' -1; }
+
+# already_ran: this pod's ephemeral runner was started before (by an earlier run of
+# this container); its credentials are spent or in use by a job it may still report.
+already_ran() { [[ -n $state_dir && -e $state_dir/ran ]]; }
+
+record_start() {
+	if [[ -z $state_dir ]]; then
+		log "warning: RUNNER_STATE_DIR is not set: a restarted container would run the runner again"
+		return
+	fi
+	printf 'started %s\n' "$(now)" >"$state_dir/ran" || die "cannot write the run marker in ${state_dir}"
+}
+
+record_exit() {
+	[[ -n $state_dir && -e $state_dir/ran ]] || return 0
+	printf 'exited %s at %s\n' "$1" "$(now)" >>"$state_dir/ran" || true
+}
+
+# restore_registration copies a registration kept in the state directory back into
+# the runner's home; it fails when there is none.
+restore_registration() {
+	[[ -n $state_dir && -e $state_dir/.runner ]] || return 1
+	local f
+	for f in "${registration_files[@]}"; do
+		if [[ -e $state_dir/$f ]]; then cp -p "$state_dir/$f" "$RUNNER_HOME/$f"; fi
+	done
+}
+
+save_registration() {
+	[[ -n $state_dir ]] || return 0
+	local f
+	for f in "${registration_files[@]}"; do
+		if [[ -e $RUNNER_HOME/$f ]]; then
+			cp -p "$RUNNER_HOME/$f" "$state_dir/$f" || die "cannot keep the registration in ${state_dir}"
+			chmod 600 "$state_dir/$f"
+		fi
+	done
+}
+
 runner_pid=''
 
 # on_term lets a running job finish (up to the grace period) before the runner is
@@ -123,13 +181,23 @@ on_term() {
 
 main() {
 	validate
+	if ephemeral && already_ran; then
+		local ran
+		ran=$(<"$state_dir/ran")
+		log "this ephemeral runner already ran in this pod (${ran//$'\n'/, }): not running it again; the sweeper removes it"
+		exit 0
+	fi
 	wait_for_docker
-	if [[ -z ${ACTIONS_RUNNER_INPUT_JITCONFIG:-} ]]; then
-		configure
-	else
+	if [[ -n ${ACTIONS_RUNNER_INPUT_JITCONFIG:-} ]]; then
 		log "starting runner with its just-in-time config"
+	elif ! ephemeral && restore_registration; then
+		log "resuming the registration kept in ${state_dir}"
+	else
+		configure
+		ephemeral || save_registration
 	fi
 	unset RUNNER_TOKEN
+	if ephemeral; then record_start; fi
 	trap on_term TERM INT
 	"${RUNNER_HOME}/run.sh" &
 	runner_pid=$!
@@ -137,6 +205,7 @@ main() {
 	wait "$runner_pid" || rc=$?
 	# wait returns early (> 128) when a trapped signal arrives; on_term then exits.
 	log "runner exited with code ${rc}"
+	record_exit "$rc"
 	exit "$rc"
 }
 

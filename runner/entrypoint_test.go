@@ -40,6 +40,9 @@ esac
 const stubConfig = `#!/usr/bin/env bash
 echo "args:$*" >> "$STUB_DIR/config.log"
 echo "token:${ACTIONS_RUNNER_INPUT_TOKEN:-}" >> "$STUB_DIR/config.log"
+home=$(dirname "$0")
+echo "registration of $STUB_DIR" > "$home/.runner"
+echo "credentials of $STUB_DIR" > "$home/.credentials"
 `
 
 // stub docker: fails until STUB_DIR/docker-ok-after calls, counting in docker-calls.
@@ -79,6 +82,7 @@ func start(t *testing.T, env ...string) *run {
 	}, env...)
 	r := &run{dir: dir, cmd: cmd, out: &bytes.Buffer{}, doneCh: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so a test can kill the whole container
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -267,13 +271,88 @@ func TestSIGTERMAfterGraceStopsTheRunner(t *testing.T) {
 	}
 }
 
-func TestShellcheckClean(t *testing.T) {
+// TestEphemeralRunsOnceAcrossRestarts: the kubelet restarts a StatefulSet's
+// container whatever its exit code. A restarted ephemeral runner container — after
+// its job, after a crash, or after being killed mid-job before it could record an
+// exit — never starts the runner a second time with spent credentials.
+func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 	t.Parallel()
-	path, err := exec.LookPath("shellcheck")
-	if err != nil {
-		t.Fatal("shellcheck is not installed (Debian package shellcheck; .ci/run installs it)")
+	cases := []struct {
+		name  string
+		first []string
+		kill  bool
+	}{
+		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x"}, false},
+		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RC=3"}, false},
+		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RUN=job", "STUB_JOB=60"}, true},
+		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false},
 	}
-	if out, err := exec.Command(path, "entrypoint.sh").CombinedOutput(); err != nil {
-		t.Fatalf("shellcheck:\n%s", out)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			first := start(t, append(tc.first, "RUNNER_STATE_DIR="+state)...)
+			if tc.kill {
+				first.waitFor(t, "events", "job-started")
+				_ = syscall.Kill(-first.cmd.Process.Pid, syscall.SIGKILL) // as the kernel's OOM killer or a kubelet kill of the container
+			}
+			first.wait(t)
+			if first.file("run.log") == "" {
+				t.Fatalf("the first run did not start the runner:\n%s", first.out)
+			}
+			for range 3 { // any number of restarts
+				again := start(t, append(tc.first, "RUNNER_STATE_DIR="+state)...)
+				if rc := again.wait(t); rc != 0 {
+					t.Fatalf("restart exited %d, want 0; output:\n%s", rc, again.out)
+				}
+				if again.file("run.log") != "" || again.file("config.log") != "" {
+					t.Fatalf("a restarted ephemeral runner ran again: run %q config %q", again.file("run.log"), again.file("config.log"))
+				}
+				if !strings.Contains(again.out.String(), "already ran") {
+					t.Fatalf("no explanation in the output:\n%s", again.out)
+				}
+			}
+		})
+	}
+}
+
+// TestEphemeralWithoutStateDirStillRuns: an image run outside the sweeper (no
+// state volume) works as before, with a warning.
+func TestEphemeralWithoutStateDirStillRuns(t *testing.T) {
+	t.Parallel()
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x")
+	if rc := r.wait(t); rc != 0 || r.file("run.log") == "" || !strings.Contains(r.out.String(), "RUNNER_STATE_DIR is not set") {
+		t.Fatalf("exit %d, output:\n%s", rc, r.out)
+	}
+}
+
+// TestPersistentRunnerKeepsItsRegistration: a restarted persistent runner resumes
+// the registration kept in the state directory instead of running config.sh again
+// with a token that may have expired; a new pod (empty state) registers.
+func TestPersistentRunnerKeepsItsRegistration(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	env := []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=false", "RUNNER_STATE_DIR=" + state}
+	first := start(t, env...)
+	if rc := first.wait(t); rc != 0 || !strings.Contains(first.file("config.log"), "args:") {
+		t.Fatalf("first start: exit %d, config %q", rc, first.file("config.log"))
+	}
+	kept, err := os.ReadFile(filepath.Join(state, ".runner"))
+	if err != nil || !strings.Contains(string(kept), first.dir) {
+		t.Fatalf("registration not kept in the state directory: %q %v", kept, err)
+	}
+	if fi, err := os.Stat(filepath.Join(state, ".credentials")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kept credentials: %v, mode %v; want 0600", err, fi)
+	}
+	again := start(t, env...) // a fresh container file system, the same pod
+	if rc := again.wait(t); rc != 0 || again.file("config.log") != "" || again.file("run.log") == "" {
+		t.Fatalf("restart: exit %d, config %q, run %q; want the runner resumed without config.sh", rc, again.file("config.log"), again.file("run.log"))
+	}
+	if got := again.file(".runner"); got != string(kept) {
+		t.Fatalf("restored .runner %q, want %q", got, kept)
+	}
+	fresh := start(t, "RUNNER_TOKEN="+secret, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=false", "RUNNER_STATE_DIR="+t.TempDir())
+	if rc := fresh.wait(t); rc != 0 || !strings.Contains(fresh.file("config.log"), "args:") {
+		t.Fatalf("new pod: exit %d, config %q; want it registered", rc, fresh.file("config.log"))
 	}
 }

@@ -20,30 +20,78 @@ import (
 )
 
 type world struct {
-	t    testing.TB
-	loop *loop.Loop
-	kube kubernetes.Interface
-	ns   string
-	cfg  *pool.Config
+	t     testing.TB
+	loop  *loop.Loop
+	kube  kubernetes.Interface
+	ns    string
+	cfg   *pool.Config
+	image string
 }
 
-// newWorld starts a closed loop with the pools of poolsYAML (%[1]s is the test's
-// namespace).
+// runnerImage builds the runner image and imports it into the node, once per
+// test binary.
+var runnerImage = sync.OnceValues(func() (string, error) {
+	return "", errors.New("not built yet")
+})
+
+func image(t testing.TB) string {
+	t.Helper()
+	imageOnce.Do(func() {
+		imageRef, imageErr = loop.RunnerImage(context.Background(), testenv.ContainerdAddress(t), nil)
+	})
+	if imageErr != nil {
+		t.Fatal(imageErr)
+	}
+	return imageRef
+}
+
+var (
+	imageOnce sync.Once
+	imageRef  string
+	imageErr  error
+)
+
+// newWorld starts a closed loop with the pools of poolsYAML, in which %[1]s is
+// the test's namespace and %[2]s the runner pod template (loop.RunnerTemplate of
+// the runner image).
 func newWorld(t testing.TB, poolsYAML string, opts loop.Options) *world {
 	t.Helper()
+	img := image(t)
 	db, tableName := testenv.Table(t)
 	kube, ns := testenv.Namespace(t)
-	cfg, err := pool.Parse(fmt.Appendf(nil, poolsYAML, ns))
+	cfg, err := pool.Parse(fmt.Appendf(nil, poolsYAML, ns, loop.RunnerTemplate(img)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Pools, opts.DB, opts.Table, opts.Kube = cfg, db, tableName, kube
+	opts.ContainerdAddress = testenv.ContainerdAddress(t)
+	if opts.Log == nil {
+		opts.Log = debugLog(t)
+	}
 	l, err := loop.Start(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Cleanups run last-in first-out: the loop stops, our finalizer goes from the
+	// pods left (a failed test's), then testenv deletes the namespace.
+	t.Cleanup(func() { releasePods(kube, ns) })
 	t.Cleanup(l.Stop)
-	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg}
+	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img}
+}
+
+// releasePods removes every finalizer of the pods in ns, so that deleting the
+// namespace does not wait for a sweeper that is gone.
+func releasePods(kube kubernetes.Interface, ns string) {
+	ctx := context.Background()
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		if len(p.Finalizers) > 0 {
+			_, _ = kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`), metav1.PatchOptions{})
+		}
+	}
 }
 
 func (w *world) statefulSets() int {
@@ -104,13 +152,12 @@ func allDone(jobs []githubsim.Job) bool {
 	return len(jobs) > 0
 }
 
-// quiescent: nothing left that no reservation or minReplicas explains.
+// quiescent: nothing left that no reservation or minReplicas explains
+// (StatefulSets, pods, Secrets, GitHub runners).
 func (w *world) quiescent() bool {
-	secrets, err := w.kube.CoreV1().Secrets(w.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "runnerscaler.dev/pool"})
-	if err != nil {
-		return false
-	}
-	return w.statefulSets() == 0 && len(secrets.Items) == 0 && len(w.loop.Sim.Runners()) == 0
+	left, err := w.loop.Leftovers(context.Background())
+	w.left = left
+	return err == nil && len(left) == 0
 }
 
 const twoPools = `

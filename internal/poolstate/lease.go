@@ -20,29 +20,62 @@ var ErrLeaseHeld = errors.New("lease held by another sweeper")
 var ErrLeaseLost = errors.New("lease lost")
 
 // Leases hands out per-pool leases. A lease is a conditional write on the pool's
-// LEASE item: it may be taken when absent, released, or expired.
+// LEASE item: it may be taken when absent, released, or expired — never re-taken
+// by a holder that already has it, so holders must be unique per invocation.
+//
+// The item's expiry is what other sweepers go by; the holder goes by its own
+// Deadline, the expiry minus a margin, and must stop acting on the pool by then
+// unless a renewal succeeded. Both are measured from when the acquiring or
+// renewing request was sent, so a slow answer only shortens the holder's time.
+// The margin covers the clock skew between invocations and a write still in
+// flight when the holder stops.
 //
 // Nudges that find the lease taken are not lost: MarkDirty increments a counter on
 // the held lease, and Release refuses to let go while the counter differs from what
 // the holder saw at its last (re)start, so the holder sweeps again.
 type Leases struct {
-	db     API
-	table  string
-	clock  clock.PassiveClock
-	length time.Duration
+	db          API
+	table       string
+	clock       clock.PassiveClock
+	length      time.Duration
+	margin      time.Duration
+	callTimeout time.Duration
 }
+
+// LeaseOption tunes Leases.
+type LeaseOption func(*Leases)
+
+// WithMargin sets how long before the lease's expiry its holder's Deadline falls
+// (default a sixth of the length).
+func WithMargin(d time.Duration) LeaseOption { return func(l *Leases) { l.margin = d } }
+
+// WithCallTimeout bounds each DynamoDB call of a lease operation (default a quarter
+// of the length, so that a renewal sent a third into the lease can time out and be
+// retried before the Deadline): the SDK has no response timeout of its own.
+func WithCallTimeout(d time.Duration) LeaseOption { return func(l *Leases) { l.callTimeout = d } }
 
 // NewLeases returns leases of the given length (keep it well under the Lambda timeout).
-func NewLeases(db API, tableName string, clk clock.PassiveClock, length time.Duration) *Leases {
-	return &Leases{db: db, table: tableName, clock: clk, length: length}
+func NewLeases(db API, tableName string, clk clock.PassiveClock, length time.Duration, opts ...LeaseOption) *Leases {
+	l := &Leases{db: db, table: tableName, clock: clk, length: length, margin: length / 6, callTimeout: length / 4}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
-// Lease is a held lease.
+// call bounds one DynamoDB call by the call timeout.
+func (l *Leases) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.callTimeout)
+}
+
+// Lease is a held lease. Its methods must not be called concurrently.
 type Lease struct {
 	leases *Leases
 	Pool   string
 	Holder string
-	Until  time.Time
+	// Until is the lease's expiry as written by the last successful acquisition or
+	// renewal: the time that request was sent plus the length.
+	Until time.Time
 	// dirty is the dirty counter the holder has accounted for.
 	dirty int64
 }
@@ -61,15 +94,18 @@ func (e *HeldError) Error() string {
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
 // Acquire takes the pool's lease for holder. It fails with a *HeldError (matching
-// ErrLeaseHeld) when someone else holds an unexpired lease.
+// ErrLeaseHeld) when anyone — holder included — holds an unexpired lease: a holder
+// name reused by two invocations must not give both the lease.
 func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, error) {
-	now := l.clock.Now()
+	now := l.clock.Now() // the lease runs from the request's sending, not its answer
 	until := now.Add(l.length)
-	out, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	out, err := l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(l.table),
 		Key:                 itemKey(pool, "LEASE"),
 		UpdateExpression:    aws.String("SET #holder = :me, #until = :until, #acquired = :now"),
-		ConditionExpression: aws.String("attribute_not_exists(#holder) OR #holder = :none OR #until <= :now OR #holder = :me"),
+		ConditionExpression: aws.String("attribute_not_exists(#holder) OR #holder = :none OR #until <= :now"),
 		ExpressionAttributeNames: map[string]string{
 			"#holder": "holder", "#until": "until", "#acquired": "acquiredAt",
 		},
@@ -91,6 +127,8 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 
 // heldError reads who holds the lease (dynalite ignores ReturnValuesOnConditionCheckFailure).
 func (l *Leases) heldError(ctx context.Context, pool string) error {
+	ctx, cancel := l.call(ctx)
+	defer cancel()
 	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(pool, "LEASE"), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("pool %s: %w (reading holder: %v)", pool, ErrLeaseHeld, err)
@@ -106,10 +144,16 @@ func (l *Leases) heldError(ctx context.Context, pool string) error {
 // Length is how long the lease lasts from an acquisition or renewal.
 func (le *Lease) Length() time.Duration { return le.leases.length }
 
+// Deadline is when the holder must have stopped acting on the pool unless a
+// renewal succeeded before: Until minus the margin.
+func (le *Lease) Deadline() time.Time { return le.Until.Add(-le.leases.margin) }
+
 // MarkDirty records that pool needs another sweep. It succeeds only while someone
 // holds an unexpired lease (who will then sweep again before releasing); it returns
 // false when the lease is free, and the caller should try to Acquire instead.
 func (l *Leases) MarkDirty(ctx context.Context, pool string) (bool, error) {
+	ctx, cancel := l.call(ctx)
+	defer cancel()
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(l.table),
 		Key:                      itemKey(pool, "LEASE"),
@@ -130,11 +174,16 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string) (bool, error) {
 	return true, nil
 }
 
-// Renew extends the lease by its length from now. ErrLeaseLost means it expired
-// and was taken: the caller must stop writing on the pool's behalf.
+// Renew extends the lease by its length from now (the request's sending); Until
+// and Deadline move only when it succeeds. The call is bounded by the call timeout.
+// ErrLeaseLost means it expired and was taken: the caller must stop writing on the
+// pool's behalf. Another error leaves the lease as it was: the caller may retry
+// until its Deadline.
 func (le *Lease) Renew(ctx context.Context) error {
 	l := le.leases
 	until := l.clock.Now().Add(l.length)
+	ctx, cancel := l.call(ctx)
+	defer cancel()
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool, "LEASE"),
@@ -189,7 +238,9 @@ func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err
 		cond += " AND (attribute_not_exists(#dirty) OR #dirty = :seen)"
 		names["#dirty"], values[":seen"] = "dirty", num(le.dirty)
 	}
-	_, err = l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	cctx, cancel := l.call(ctx)
+	defer cancel()
+	_, err = l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool, "LEASE"),
 		UpdateExpression:          aws.String("SET #holder = :none, #until = :zero"),
@@ -211,7 +262,9 @@ func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err
 // or the lease is no longer ours.
 func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
 	l := le.leases
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool, "LEASE"), ConsistentRead: aws.Bool(true)})
+	gctx, cancel := l.call(ctx)
+	defer cancel()
+	out, err := l.db.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool, "LEASE"), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false, fmt.Errorf("reading lease of pool %s: %w", le.Pool, err)
 	}

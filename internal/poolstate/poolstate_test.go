@@ -1,12 +1,15 @@
 package poolstate_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
@@ -185,5 +188,58 @@ func TestForceRelease(t *testing.T) {
 	}
 	if again, err := b.Release(ctx); err != nil || again {
 		t.Fatalf("b's release: %v, %v", again, err)
+	}
+}
+
+// TestLeaseNotReacquiredByItsHolder: a holder name is no key to a held lease — two
+// invocations that share one (a duplicated event's request id) cannot both hold it.
+func TestLeaseNotReacquiredByItsHolder(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	if _, err := leases.Acquire(t.Context(), "p", "req-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Acquire(t.Context(), "p", "req-a"); !errors.Is(err, poolstate.ErrLeaseHeld) {
+		t.Fatalf("second acquire under the same holder name: %v, want ErrLeaseHeld", err)
+	}
+}
+
+// hangingRenewals answers every renewal only when its context ends.
+type hangingRenewals struct{ poolstate.API }
+
+func (h hangingRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.UpdateExpression) == "SET #until = :until" {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.API.UpdateItem(ctx, in, opts...)
+}
+
+// TestRenewIsBoundedAndMovesNothingOnFailure: a renewal that gets no answer gives
+// up after the call timeout, and the holder's deadline stays where the last
+// successful request put it: the expiry, measured from its sending, minus the margin.
+func TestRenewIsBoundedAndMovesNothingOnFailure(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	leases := poolstate.NewLeases(hangingRenewals{db}, name, clk, 30*time.Second,
+		poolstate.WithMargin(4*time.Second), poolstate.WithCallTimeout(200*time.Millisecond))
+	le, err := leases.Acquire(t.Context(), "p", "req-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(26 * time.Second); !le.Deadline().Equal(want) {
+		t.Fatalf("deadline %s, want expiry - margin %s", le.Deadline(), want)
+	}
+	clk.SetTime(t0.Add(10 * time.Second))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = le.Renew(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
+		t.Fatalf("hung renewal returned %v after %s, want the call timeout (200ms)", err, time.Since(start))
+	}
+	if want := t0.Add(26 * time.Second); !le.Deadline().Equal(want) {
+		t.Fatalf("deadline after a failed renewal %s, want unchanged %s", le.Deadline(), want)
 	}
 }

@@ -4,8 +4,12 @@
 //   - the status item (PK=POOL#<pool>, SK=STATUS): the last decision, the last
 //     scale-out and sync times, and runner counts by phase — what ARC kept in the
 //     HorizontalRunnerAutoscaler status — written with optimistic concurrency;
-//   - the lease item (PK=POOL#<pool>, SK=LEASE): who may reconcile the pool now,
-//     so that a scheduled sweep and a nudge never reconcile one pool at once.
+//   - the lease item (PK=POOL#<pool>, SK=LEASE): who may reconcile the pool now.
+//     Nobody acquires it before it expires or is released, and its holder stops
+//     by its Deadline (expiry minus a margin) unless it renewed: so two sweepers
+//     do not act on one pool at once, provided their clocks agree within the
+//     margin and a write in flight when the holder stops lands within it
+//     (sweeper's TestHungRenewalStopsTheHolderBeforeExpiry).
 package poolstate
 
 import (
@@ -45,6 +49,13 @@ type Status struct {
 	LastSync time.Time `dynamodbav:"lastSync"`
 	// Phases counts runners by phase (pending, running, completed, terminating, ...).
 	Phases map[string]int `dynamodbav:"phases"`
+	// LastCleanup is when the reconciler last cleaned up what failed or interrupted
+	// creations left (zero: due at the next sweep).
+	LastCleanup time.Time `dynamodbav:"lastCleanup"`
+	// Stuck names the runners that are not running, by why (an image that cannot
+	// be pulled, an unschedulable pod, a crash loop, a pod the controller cannot
+	// create), as the last sweep saw them.
+	Stuck map[string]string `dynamodbav:"stuck,omitempty"`
 	// DecidedAt and Reason describe the last decision.
 	DecidedAt time.Time `dynamodbav:"decidedAt"`
 	Reason    string    `dynamodbav:"reason"`

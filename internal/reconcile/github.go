@@ -66,6 +66,21 @@ func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (githubapi.R
 	return githubapi.Runner{}, false, err
 }
 
+// cached finds the runner in the list this sweep already fetched, without fetching it.
+func (g *github) cached(id int64) (githubapi.Runner, bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done || g.err != nil {
+		return githubapi.Runner{}, false, g.err
+	}
+	for _, r := range g.list {
+		if r.ID == id {
+			return r, true, nil
+		}
+	}
+	return githubapi.Runner{}, false, nil
+}
+
 func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {
 	g.count()
 	return g.api.RemoveRunner(ctx, s, id)

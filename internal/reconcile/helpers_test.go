@@ -69,10 +69,16 @@ pools:
     kubernetes:
       namespace: %s
       image: %s
+      template:
+        spec:
+          # No node has this label: the stack's scheduler leaves these pods alone
+          # and the tests play the kubelet by writing pod status themselves.
+          nodeSelector: {runnerscaler.dev/test-node: none}
 `, ephemeral, ns, image)
 }
 
-func newEnv(t *testing.T, ephemeral bool) *env {
+// newEnv makes a test's world; opts adjust the simulator's options.
+func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env {
 	t.Helper()
 	keyOnce.Do(func() { appKey, _ = rsaKey() })
 	_, ns := testenv.Namespace(t)
@@ -84,8 +90,12 @@ func newEnv(t *testing.T, ephemeral bool) *env {
 		t.Fatal(err)
 	}
 	e.kube = kube
-	e.sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
-		RegistrationTokenLifetime: 48 * time.Hour})
+	simOpts := githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
+		RegistrationTokenLifetime: 48 * time.Hour}
+	for _, o := range opts {
+		o(&simOpts)
+	}
+	e.sim = githubsim.New(simOpts)
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(srv.Close)
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})
@@ -192,6 +202,13 @@ func (e *env) pods() map[string]*corev1.Pod {
 // its runner registers with the credentials in its Secret.
 func (e *env) start(name string) githubsim.Runner {
 	e.t.Helper()
+	e.run(name)
+	return e.register(name)
+}
+
+// run plays the kubelet: the pod becomes Running and Ready.
+func (e *env) run(name string) {
+	e.t.Helper()
 	pod := e.pods()[name]
 	now := metav1.NewTime(e.clock.Now())
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now,
@@ -200,6 +217,11 @@ func (e *env) start(name string) githubsim.Runner {
 	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
+}
+
+// register plays the runner agent registering with the credentials in its Secret now.
+func (e *env) register(name string) githubsim.Runner {
+	e.t.Helper()
 	sec, err := e.kube.CoreV1().Secrets(e.ns).Get(e.t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
@@ -221,7 +243,7 @@ func (e *env) exit(name string, runnerID int64) {
 	}
 	pod := e.pods()[name]
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}}}
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: metav1.NewTime(e.clock.Now())}}}}
 	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}

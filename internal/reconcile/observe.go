@@ -36,6 +36,8 @@ type runner struct {
 	sts   *appsv1.StatefulSet
 	pod   *corev1.Pod
 	phase Phase
+	// deleted: this sweep deleted the StatefulSet (its slot is free).
+	deleted bool
 }
 
 func (r *runner) name() string { return r.sts.Name }
@@ -64,6 +66,15 @@ func (r *runner) registered() bool {
 	return ok
 }
 
+// createdAt is when the sweeper created the runner (its sync-time annotation, on
+// the sweeper's clock), from which the registration timeout runs.
+func (r *runner) createdAt() time.Time {
+	if t, err := time.Parse(time.RFC3339, r.sts.Annotations[runnerpod.AnnotationSyncTime]); err == nil {
+		return t
+	}
+	return r.sts.CreationTimestamp.Time
+}
+
 func podAnnotations(p *corev1.Pod) map[string]string {
 	if p == nil {
 		return nil
@@ -73,7 +84,7 @@ func podAnnotations(p *corev1.Pod) map[string]string {
 
 // observe lists the pool's StatefulSets and pods (one call each, concurrently) and
 // classifies them.
-func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) ([]*runner, error) {
+func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) ([]*runner, []*corev1.Pod, error) {
 	sel := labels.SelectorFromSet(labels.Set{runnerpod.LabelPool: p.Name}).String()
 	ns := p.Kubernetes.Namespace
 	var (
@@ -86,10 +97,10 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 	stss, err := r.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	wg.Wait()
 	if err != nil {
-		return nil, fmt.Errorf("listing statefulsets of pool %s: %w", p.Name, err)
+		return nil, nil, fmt.Errorf("listing statefulsets of pool %s: %w", p.Name, err)
 	}
 	if podsErr != nil {
-		return nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
+		return nil, nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
 	}
 	byOwner := map[string]*corev1.Pod{}
 	for i := range pods.Items {
@@ -102,56 +113,88 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 	for i := range stss.Items {
 		sts := &stss.Items[i]
 		rn := &runner{sts: sts, pod: byOwner[string(sts.UID)]}
-		rn.phase = r.classify(rn, now)
+		rn.phase = r.classify(rn, now, p.IsEphemeral())
 		runners = append(runners, rn)
 	}
 	// Oldest first: scale-down keeps the oldest, as ARC.
 	sort.SliceStable(runners, func(i, j int) bool {
 		return runners[i].sts.CreationTimestamp.Before(&runners[j].sts.CreationTimestamp)
 	})
-	return runners, nil
+	return runners, orphans(pods.Items, stss.Items), nil
 }
 
-// classify follows ARC: completed (pod Succeeded or runner container exited 0),
-// terminating, running, registration-timed-out (Running and Ready for the
-// registration timeout without GitHub listing the runner), pending.
-func (r *Reconciler) classify(rn *runner, now time.Time) Phase {
+// classify follows ARC's getPodsForOwner, with the lifecycle rules of DESIGN.md:
+// completed (the runner finished: see finished), terminating, running,
+// registration-timed-out (not registered the registration timeout after the
+// runner was created — as ARC, from creation, whether or not the pod ever became
+// Ready: a pod that cannot be scheduled, pull its image or stay up holds no slot
+// forever), pending.
+func (r *Reconciler) classify(rn *runner, now time.Time, ephemeral bool) Phase {
 	pod := rn.pod
 	switch {
 	case pod == nil:
+		if now.Sub(rn.createdAt()) >= r.opts.RegistrationTimeout {
+			return TimedOut // the controller cannot create the pod (admission, quota, service account)
+		}
 		return Pending
-	case completed(pod):
+	case finished(pod, ephemeral):
 		return Completed
 	case pod.DeletionTimestamp != nil:
 		return Terminating
-	}
-	readySince, ready := readyTime(pod)
-	switch {
-	case pod.Status.Phase != corev1.PodRunning || !ready:
+	case rn.registered():
+		if _, ready := readyTime(pod); pod.Status.Phase == corev1.PodRunning && ready {
+			return Running
+		}
 		return Pending
-	case !rn.registered() && now.Sub(readySince) >= r.opts.RegistrationTimeout:
+	case now.Sub(rn.createdAt()) >= r.opts.RegistrationTimeout:
 		return TimedOut
 	}
-	return Running
+	if _, ready := readyTime(pod); pod.Status.Phase == corev1.PodRunning && ready {
+		return Running
+	}
+	return Pending
 }
 
-// completed: the pod succeeded, or the runner container exited 0 (it restarts
-// under the StatefulSet's restart policy, so the last termination counts too).
-func completed(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded {
+// finished reports whether the runner in pod has run to its end. Container state
+// decides only when the sweeper asks GitHub to release the runner, never whether:
+// a runner whose id is known is deleted only after RemoveRunner answered 204 or
+// 404 (stop.go).
+//
+// An ephemeral runner runs once: the entrypoint leaves a marker in the pod's
+// state volume before it starts the runner and, when the kubelet restarts the
+// container, finds it and exits at once instead of running again with spent
+// credentials (runner/entrypoint.sh). So an ephemeral runner container that has
+// terminated at least once — now terminated, restarted, or in CrashLoopBackOff —
+// is finished, whatever its exit code. A persistent runner keeps its registration
+// across restarts: only its current state counts (exited 0, as ARC's
+// runnerPodOrContainerIsStopped).
+func finished(pod *corev1.Pod, ephemeral bool) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return true
 	}
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Name != runnerpod.ContainerName {
-			continue
-		}
-		for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-			if t != nil && t.ExitCode == 0 {
-				return true
-			}
+	cs := runnerStatus(pod)
+	if cs == nil {
+		return false
+	}
+	if ephemeral {
+		return cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0
+	}
+	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+}
+
+func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == runnerpod.ContainerName {
+			return &pod.Status.ContainerStatuses[i]
 		}
 	}
-	return false
+	return nil
+}
+
+// everRan reports whether the pod may have started its runner: once it is bound
+// to a node, the kubelet may be starting the container before its status says so.
+func everRan(pod *corev1.Pod) bool {
+	return pod != nil && (pod.Spec.NodeName != "" || pod.Status.Phase != corev1.PodPending || len(pod.Status.ContainerStatuses) > 0)
 }
 
 func readyTime(pod *corev1.Pod) (time.Time, bool) {

@@ -262,6 +262,7 @@ func TestHandDeletedPodIsUnregisteredFirst(t *testing.T) {
 		t.Fatal("a busy runner was unregistered")
 	}
 	_ = e.sim.FinishJob(r.ID) // ephemeral: GitHub removes it
+	e.clock.Step(time.Minute) // past the busy back-off (the pod's container status did not change)
 	e.mustSweep(1, time.Time{})
 	e.waitGone(name)
 	if got := e.statefulSets(); len(got) != 1 || got[0] == name {

@@ -3,8 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,14 +16,20 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
-// step is a state of the graceful stop of one runner pod (ARC's
+// step is a state of the graceful stop of one runner (ARC's
 // tickRunnerGracefulStop). All progress is in the pod's annotations, so a sweep
 // killed between two steps resumes where it stopped.
+//
+// The rule it keeps (DESIGN.md, lifecycle rules): a runner whose GitHub id is
+// known is released only by RemoveRunner answering 204 or 404 — container state
+// (exited, restarted, crash-looping) decides when to ask, never whether. Without
+// an id (a token-mode runner GitHub has not listed), "never registered" is
+// concluded only when the pod was never bound to a node, or after the
+// registration timeout since the pod was created.
 type step int
 
 const (
 	stepStart      step = iota // record the start of unregistration
-	stepCompleted              // the runner container already exited 0: nothing to unregister
 	stepFindID                 // learn the runner id (annotation, else the scope's runner list)
 	stepUnregister             // RemoveRunner: 204/404 done, 422 wait, 403 loud
 	stepComplete               // record completion
@@ -36,7 +44,18 @@ const (
 	stopDone                   // the runner is unregistered (or never was): the pod may go
 )
 
-// stopper carries one pod's graceful stop through its steps.
+// annotationRetry holds "<attempts>/<answered>/<next>": RemoveRunner answered busy
+// that many times, last at answered, and is not asked again before next — unless
+// the runner container has stopped since (its job is over).
+const annotationRetry = "runnerscaler.dev/unregistration-retry"
+
+// Busy back-off: the first retry after this, doubling up to busyBackoffMax.
+const (
+	busyBackoff    = 15 * time.Second
+	busyBackoffMax = 5 * time.Minute
+)
+
+// stopper carries one runner's graceful stop through its steps.
 type stopper struct {
 	r    *Reconciler
 	p    *pool.Pool
@@ -48,22 +67,19 @@ type stopper struct {
 	next step
 }
 
-// gracefulStop ticks the pod's stop machine as far as it can go in this sweep.
+// gracefulStop ticks the runner's stop machine as far as it can go in this sweep.
+// A runner with no pod is stopped too: its JIT registration, if any, is released
+// (the pod may never have been admitted).
 func (r *Reconciler) gracefulStop(ctx context.Context, p *pool.Pool, rn *runner, gh *github, now time.Time) (stopResult, error) {
-	if rn.pod == nil {
-		return stopDone, nil
-	}
-	if _, ok := rn.pod.Annotations[runnerpod.AnnotationUnregistrationComplete]; ok {
+	if _, ok := podAnnotations(rn.pod)[runnerpod.AnnotationUnregistrationComplete]; ok {
 		return stopDone, nil
 	}
 	s := &stopper{r: r, p: p, rn: rn, gh: gh, now: now, log: r.log.With("pool", p.Name, "runner", rn.name())}
 	steps := map[step]func(context.Context) (step, error){
-		stepStart: s.start, stepCompleted: s.completed, stepFindID: s.findID,
-		stepUnregister: s.unregister, stepComplete: s.complete,
+		stepStart: s.start, stepFindID: s.findID, stepUnregister: s.unregister, stepComplete: s.complete,
 	}
 	for s.next != stepDone {
-		fn := steps[s.next]
-		next, err := fn(ctx)
+		next, err := steps[s.next](ctx)
 		if errors.Is(err, errWait) {
 			return stopWait, nil
 		}
@@ -79,18 +95,13 @@ func (r *Reconciler) gracefulStop(ctx context.Context, p *pool.Pool, rn *runner,
 var errWait = errors.New("wait")
 
 func (s *stopper) start(ctx context.Context) (step, error) {
+	if s.rn.pod == nil {
+		return stepFindID, nil
+	}
 	if _, ok := s.rn.pod.Annotations[runnerpod.AnnotationUnregistrationStart]; !ok {
 		if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationStart, stamp(s.now)); err != nil {
 			return 0, err
 		}
-	}
-	return stepCompleted, nil
-}
-
-func (s *stopper) completed(context.Context) (step, error) {
-	if completed(s.rn.pod) {
-		s.log.Info("runner container completed: nothing to unregister")
-		return stepComplete, nil
 	}
 	return stepFindID, nil
 }
@@ -99,20 +110,34 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 	if s.id = s.rn.runnerID(); s.id != 0 {
 		return stepUnregister, nil
 	}
+	if !everRan(s.rn.pod) {
+		s.log.Info("runner never ran: nothing to unregister")
+		return stepComplete, nil
+	}
 	gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(s.rn.name()))
 	if err != nil {
 		s.log.Warn("cannot list runners to find the runner id; retrying next sweep", "error", err)
 		return 0, errWait
 	}
-	if !found {
-		s.log.Info("runner never registered: nothing to unregister")
-		return stepComplete, nil
+	if found {
+		s.id = gr.ID
+		return stepUnregister, nil
 	}
-	s.id = gr.ID
-	return stepUnregister, nil
+	if s.now.Sub(s.rn.createdAt()) < s.r.opts.RegistrationTimeout {
+		s.log.Info("runner not registered yet: waiting for the registration timeout before concluding it never will")
+		return 0, errWait
+	}
+	s.log.Info("runner never registered within the registration timeout: nothing to unregister")
+	return stepComplete, nil
 }
 
 func (s *stopper) unregister(ctx context.Context) (step, error) {
+	if s.backingOff() {
+		return 0, errWait
+	}
+	if gr, found, _ := s.gh.cached(s.id); found && gr.Busy {
+		return 0, s.busy(ctx) // the list this sweep already has says busy: no DELETE
+	}
 	err := s.gh.remove(ctx, s.p.Scope(), s.id)
 	switch {
 	case err == nil || errors.Is(err, githubapi.ErrNotFound):
@@ -131,16 +156,64 @@ func (s *stopper) unregister(ctx context.Context) (step, error) {
 	}
 }
 
-// busy: the runner is running a job. An ephemeral runner will exit when it ends, so
-// record that we wait for its completion; a persistent one is retried next sweep.
+// backingOff: GitHub said busy recently and the runner container has not stopped
+// since, so asking again now would only spend a call. A container that stopped
+// after the busy answer is asked about at once: its job is over.
+func (s *stopper) backingOff() bool {
+	_, answered, next := retryState(podAnnotations(s.rn.pod))
+	if !s.now.Before(next) {
+		return false
+	}
+	return !stoppedSince(s.rn.pod, answered)
+}
+
+// stoppedSince: the runner container is not running now and last stopped at or
+// after t (times have a second's precision).
+func stoppedSince(pod *corev1.Pod, t time.Time) bool {
+	cs := runnerStatus(pod)
+	if cs == nil || cs.State.Running != nil {
+		return false
+	}
+	for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if term != nil && !term.FinishedAt.Time.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// busy: the runner is running a job. Record that we wait for it (ARC's
+// completion-wait for ephemeral runners, which exit when their job ends) and when
+// to ask again, with a doubling back-off.
 func (s *stopper) busy(ctx context.Context) error {
+	s.log.Info("runner is busy: waiting for its job to finish", "id", s.id)
+	if s.rn.pod == nil {
+		return errWait
+	}
 	if _, ok := s.rn.pod.Annotations[runnerpod.AnnotationRunnerCompletionWaitStart]; !ok && s.p.IsEphemeral() {
 		if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationRunnerCompletionWaitStart, stamp(s.now)); err != nil {
 			return err
 		}
 	}
-	s.log.Info("runner is busy: waiting for its job to finish", "id", s.id)
+	n, _, _ := retryState(s.rn.pod.Annotations)
+	wait := min(busyBackoff<<min(n, 10), busyBackoffMax)
+	if err := s.r.annotatePod(ctx, s.rn, annotationRetry, fmt.Sprintf("%d/%s/%s", n+1, stamp(s.now), stamp(s.now.Add(wait)))); err != nil {
+		return err
+	}
 	return errWait
+}
+
+// retryState parses annotationRetry: attempts so far, when GitHub last said busy,
+// and the earliest next try.
+func retryState(a map[string]string) (int, time.Time, time.Time) {
+	parts := strings.Split(a[annotationRetry], "/")
+	if len(parts) != 3 {
+		return 0, time.Time{}, time.Time{}
+	}
+	attempts, _ := strconv.Atoi(parts[0])
+	answered, _ := time.Parse(time.RFC3339, parts[1])
+	next, _ := time.Parse(time.RFC3339, parts[2])
+	return attempts, answered, next
 }
 
 // forbidden: the App may not remove runners. ARC treats this as done; we do too,
@@ -154,6 +227,9 @@ func (s *stopper) forbidden(ctx context.Context, err error) (step, error) {
 }
 
 func (s *stopper) complete(ctx context.Context) (step, error) {
+	if s.rn.pod == nil {
+		return stepDone, nil
+	}
 	return stepDone, s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationComplete, stamp(s.now))
 }
 

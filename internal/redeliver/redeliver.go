@@ -3,11 +3,19 @@
 // got through (the webhook was down, timed out, or answered 5xx) would leave its
 // job without a reservation — and, for a `queued`, waiting forever for a runner.
 // On each scheduled sweep the sweeper asks GitHub to redeliver such deliveries.
+//
+// Redelivery ends: only failures a retry can cure are redelivered (no response,
+// 5xx, 408, 429 — not a 4xx such as a 401 from a rotated secret or a 400 for a
+// payload the webhook rejects), at most MaxRedeliveries times per delivery, and
+// only within the window after the delivery's original attempt, however recent
+// its last redelivery.
 package redeliver
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -29,13 +37,18 @@ type Recoverer struct {
 	log    *slog.Logger
 }
 
-// DefaultWindow is how far back each run looks (GitHub keeps three days).
+// DefaultWindow is how long after its original attempt a delivery may be
+// redelivered (GitHub keeps three days of log).
 const DefaultWindow = 30 * time.Minute
+
+// MaxRedeliveries caps the redeliveries of one delivery (its GUID), counted in
+// GitHub's delivery log: a webhook failing that often is not failing by chance.
+const MaxRedeliveries = 5
 
 // settle: a redelivery requested this recently may still be under way.
 const settle = 10 * time.Second
 
-// New returns a recoverer looking back window (DefaultWindow when zero).
+// New returns a recoverer with the given window (DefaultWindow when zero).
 func New(app App, clk clock.PassiveClock, window time.Duration, log *slog.Logger) *Recoverer {
 	if window <= 0 {
 		window = DefaultWindow
@@ -46,45 +59,102 @@ func New(app App, clk clock.PassiveClock, window time.Duration, log *slog.Logger
 	return &Recoverer{app: app, clock: clk, window: window, log: log}
 }
 
-// Recover redelivers every workflow_job delivery of the window that no attempt
-// got through, unless it was redelivered moments ago. It returns how many it
-// asked for.
+// history is what the log says of one delivery (GUID): its attempts, newest first.
+type history struct {
+	guid         string
+	original     *githubapi.HookDelivery // the first attempt; nil when older than the window
+	latest       githubapi.HookDelivery
+	ok           bool
+	redeliveries int
+}
+
+// Recover redelivers, oldest first, every workflow_job delivery that should be
+// (see the package comment) and returns how many it asked for.
 func (r *Recoverer) Recover(ctx context.Context) (int, error) {
 	now := r.clock.Now()
+	// A delivery whose original attempt is older than the window is not redelivered,
+	// so its older attempts need not be read: their absence says enough.
 	attempts, err := r.app.Deliveries(ctx, now.Add(-r.window))
 	if err != nil {
 		return 0, err
 	}
-	type guid struct {
-		ok     bool
-		latest githubapi.HookDelivery
-	}
-	byGUID := map[string]*guid{}
-	var order []string
-	for _, a := range attempts { // newest first
-		if a.Event != "workflow_job" {
-			continue
-		}
-		g := byGUID[a.GUID]
-		if g == nil {
-			g = &guid{latest: a}
-			byGUID[a.GUID] = g
-			order = append(order, a.GUID)
-		}
-		g.ok = g.ok || a.OK()
-	}
 	n := 0
-	for i := len(order) - 1; i >= 0; i-- { // oldest first: a job's queued before its completed
-		g := byGUID[order[i]]
-		if g.ok || g.latest.Redelivery && now.Sub(g.latest.DeliveredAt) < settle {
+	for _, h := range histories(attempts) {
+		why := r.verdict(h, now)
+		switch why {
+		case "":
+		case reasonDelivered, reasonUnderWay, reasonOutsideWindow:
+			continue
+		default:
+			r.log.WarnContext(ctx, "not redelivering a failed webhook delivery", "guid", h.guid,
+				"action", h.latest.Action, "status", h.latest.StatusCode, "redeliveries", h.redeliveries, "reason", why)
 			continue
 		}
-		if err := r.app.Redeliver(ctx, g.latest.ID); err != nil {
+		if err := r.app.Redeliver(ctx, h.latest.ID); err != nil {
 			return n, err
 		}
 		n++
-		r.log.InfoContext(ctx, "redelivered a failed webhook delivery", "guid", order[i], "action", g.latest.Action,
-			"status", g.latest.StatusCode)
+		r.log.InfoContext(ctx, "redelivered a failed webhook delivery", "guid", h.guid, "action", h.latest.Action,
+			"status", h.latest.StatusCode, "redeliveries", h.redeliveries+1)
 	}
 	return n, nil
+}
+
+// histories groups workflow_job attempts (newest first) by GUID, oldest delivery
+// first: a job's queued is redelivered before its completed.
+func histories(attempts []githubapi.HookDelivery) []*history {
+	byGUID := map[string]*history{}
+	var order []*history
+	for _, a := range attempts {
+		if a.Event != "workflow_job" {
+			continue
+		}
+		h := byGUID[a.GUID]
+		if h == nil {
+			h = &history{guid: a.GUID, latest: a}
+			byGUID[a.GUID] = h
+			order = append(order, h)
+		}
+		h.ok = h.ok || a.OK()
+		if a.Redelivery {
+			h.redeliveries++
+		} else {
+			h.original = &a
+		}
+	}
+	for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+		order[i], order[j] = order[j], order[i]
+	}
+	return order
+}
+
+const (
+	reasonDelivered     = "delivered"
+	reasonUnderWay      = "a redelivery may be under way"
+	reasonOutsideWindow = "original delivery outside the window"
+)
+
+// verdict is "" when h should be redelivered, else why not.
+func (r *Recoverer) verdict(h *history, now time.Time) string {
+	switch {
+	case h.ok:
+		return reasonDelivered
+	case h.original == nil || now.Sub(h.original.DeliveredAt) > r.window:
+		return reasonOutsideWindow
+	case !retryable(h.latest.StatusCode):
+		return fmt.Sprintf("the webhook answered %d, which a retry will not change", h.latest.StatusCode)
+	case h.redeliveries >= MaxRedeliveries:
+		return fmt.Sprintf("redelivered %d times already", h.redeliveries)
+	case h.latest.Redelivery && now.Sub(h.latest.DeliveredAt) < settle:
+		return reasonUnderWay
+	}
+	return ""
+}
+
+// retryable reports whether an attempt that got status (0: no response — timed
+// out or could not connect) may succeed when redelivered: 5xx, 408 and 429 may;
+// any other 4xx says the request itself is refused (a 401 from a rotated secret,
+// a 400 for a payload the webhook rejects, a 404 or 413 from the endpoint).
+func retryable(status int) bool {
+	return status == 0 || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests
 }

@@ -2,7 +2,9 @@
 // StatefulSet with replicas 1 (as ARC's RunnerSet, one per runner) whose pod runs
 // the runner container, and a Secret holding the runner's credentials — a
 // just-in-time config for ephemeral pools, a registration token otherwise — that
-// the StatefulSet owns, so that deleting the runner garbage-collects it.
+// the StatefulSet owns, so that deleting the runner garbage-collects it. The
+// Secret is written first: it is the record that this deployment created the
+// runner (see Secret).
 package runnerpod
 
 import (
@@ -33,12 +35,21 @@ const (
 	LabelRunner       = "runnerscaler.dev/runner"
 	LabelTemplateHash = "runnerscaler.dev/template-hash"
 
-	AnnotationSyncTime                  = "runnerscaler.dev/sync-time"
+	AnnotationSyncTime = "runnerscaler.dev/sync-time"
+	// AnnotationTokenExpiresAt (persistent runners): when the registration token in
+	// the runner's Secret expires; the sweeper refreshes it until the runner registers.
+	AnnotationTokenExpiresAt            = "runnerscaler.dev/token-expires-at"
 	AnnotationRunnerID                  = "actions-runner/id"
 	AnnotationUnregistrationRequest     = "actions-runner/unregistration-request-timestamp"
 	AnnotationUnregistrationStart       = "actions-runner/unregistration-start-timestamp"
 	AnnotationUnregistrationComplete    = "actions-runner/unregistration-complete-timestamp"
 	AnnotationRunnerCompletionWaitStart = "actions-runner/runner-completion-wait-start-timestamp"
+
+	// AnnotationJITRunnerID, on a runner's pod (from its template), is the runner
+	// id its JIT config registered: a pod whose StatefulSet is gone still knows
+	// which GitHub runner to remove. (AnnotationRunnerID on a pod means
+	// "registered": GitHub listed it.)
+	AnnotationJITRunnerID = "runnerscaler.dev/jit-runner-id"
 
 	// Finalizer holds a runner pod until its runner is unregistered.
 	Finalizer = "runnerscaler.dev/unregister"
@@ -211,6 +222,8 @@ type Credentials struct {
 	RunnerID  int64 // known at creation with a JIT config
 	JITConfig string
 	Token     string
+	// TokenExpiresAt is when Token expires.
+	TokenExpiresAt time.Time
 }
 
 // Spec is everything Build needs.
@@ -224,24 +237,37 @@ type Spec struct {
 	Now       time.Time
 }
 
-// Secret returns the runner's credentials Secret (owned by its StatefulSet once
-// that exists; see Own).
+// Secret returns the runner's Secret. Created before anything else of the runner
+// (empty when Creds are not known yet), it is the record that this deployment owns
+// the runner's name, on Kubernetes and on GitHub; AnnotationSyncTime says when it
+// was written, by the sweeper's clock. Its StatefulSet owns it once that exists
+// (see Own).
 func Secret(s Spec) *corev1.Secret {
-	data := map[string][]byte{}
-	if s.Creds.JITConfig != "" {
-		data[SecretJITConfig] = []byte(s.Creds.JITConfig)
-	} else {
-		data[SecretToken] = []byte(s.Creds.Token)
-	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Pool.Kubernetes.Namespace,
-			Labels: map[string]string{LabelPool: s.Pool.Name, LabelRunner: s.Name}},
-		Data: data, Type: corev1.SecretTypeOpaque,
+			Labels:      map[string]string{LabelPool: s.Pool.Name, LabelRunner: s.Name},
+			Annotations: map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)}},
+		Type: corev1.SecretTypeOpaque,
 	}
-	if s.Creds.RunnerID != 0 {
-		sec.Annotations = map[string]string{AnnotationRunnerID: strconv.FormatInt(s.Creds.RunnerID, 10)}
-	}
+	SetCredentials(sec, s.Creds)
 	return sec
+}
+
+// SetCredentials puts the runner's credentials in its Secret, and the runner id
+// when the JIT config gave it. Zero credentials change nothing.
+func SetCredentials(sec *corev1.Secret, c Credentials) {
+	switch {
+	case c.JITConfig != "":
+		sec.Data = map[string][]byte{SecretJITConfig: []byte(c.JITConfig)}
+	case c.Token != "":
+		sec.Data = map[string][]byte{SecretToken: []byte(c.Token)}
+	}
+	if c.RunnerID != 0 {
+		if sec.Annotations == nil {
+			sec.Annotations = map[string]string{}
+		}
+		sec.Annotations[AnnotationRunnerID] = strconv.FormatInt(c.RunnerID, 10)
+	}
 }
 
 // Own makes sts the controller owner of the Secret, so it is garbage-collected with it.
@@ -258,13 +284,20 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 	tmpl := *s.Template.DeepCopy()
 	tmpl.Labels = merge(tmpl.Labels, labels)
 	tmpl.Finalizers = append(tmpl.Finalizers, Finalizer)
+	if s.Creds.RunnerID != 0 {
+		tmpl.Annotations = merge(tmpl.Annotations, map[string]string{AnnotationJITRunnerID: strconv.FormatInt(s.Creds.RunnerID, 10)})
+	}
 	i := runnerIndex(tmpl.Spec.Containers)
 	tmpl.Spec.Containers[i].Env = append(runnerEnv(s), tmpl.Spec.Containers[i].Env...)
+	addState(&tmpl.Spec, i)
 	annotations := map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)}
 	if s.Creds.RunnerID != 0 {
 		// Known at creation from the JIT config. The pod gets the same annotation
 		// only once GitHub lists the runner online: that marks it registered.
 		annotations[AnnotationRunnerID] = strconv.FormatInt(s.Creds.RunnerID, 10)
+	}
+	if !s.Creds.TokenExpiresAt.IsZero() {
+		annotations[AnnotationTokenExpiresAt] = s.Creds.TokenExpiresAt.UTC().Format(time.RFC3339)
 	}
 	return &appsv1.StatefulSet{
 		ObjectMeta: metav1.ObjectMeta{
@@ -282,6 +315,23 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 			},
 		},
 	}
+}
+
+// State volume: an emptyDir that outlives container restarts (not the pod). The
+// entrypoint keeps there the marker of an ephemeral runner that already ran — so a
+// restarted container never runs a second time with spent credentials — and a
+// persistent runner's registration, so a restart resumes it instead of
+// registering again (runner/entrypoint.sh).
+const (
+	StateVolume = "runner-state"
+	StateDir    = "/runner-state"
+)
+
+func addState(spec *corev1.PodSpec, runner int) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: StateVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	c := &spec.Containers[runner]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: StateVolume, MountPath: StateDir})
+	c.Env = append(c.Env, corev1.EnvVar{Name: "RUNNER_STATE_DIR", Value: StateDir})
 }
 
 func runnerEnv(s Spec) []corev1.EnvVar {
@@ -321,16 +371,22 @@ func merge(a, b map[string]string) map[string]string {
 	return out
 }
 
-// Validate checks every pool's template and volume claim templates; the sweeper
+// Validate checks every pool's template and volume claim templates, including
+// what the API server would refuse in a StatefulSet (see admissible); the sweeper
 // calls it at start so a bad pools file fails before any sweep.
 func Validate(cfg *pool.Config) error {
 	for i := range cfg.Pools {
 		p := &cfg.Pools[i]
-		if _, err := Template(p); err != nil {
+		tmpl, err := Template(p)
+		if err != nil {
 			return err
 		}
-		if _, err := decodeClaims(p); err != nil {
+		claims, err := decodeClaims(p)
+		if err != nil {
 			return err
+		}
+		if err := admissible(tmpl, claims); err != nil {
+			return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 		}
 	}
 	return nil

@@ -76,15 +76,16 @@ type Sweeper struct {
 	status       StatusStore
 	leases       *poolstate.Leases
 	reconciler   Reconciler
-	clock        clock.PassiveClock
+	clock        clock.Clock
 	log          *slog.Logger
 	opts         Options
 }
 
 // New returns a sweeper. reconciler may be nil: the sweeper then decides and
-// records desired counts without touching Kubernetes.
+// records desired counts without touching Kubernetes. clk also times the lease:
+// its renewals and its holder's deadline.
 func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, reconciler Reconciler,
-	clk clock.PassiveClock, log *slog.Logger, opts Options) *Sweeper {
+	clk clock.Clock, log *slog.Logger, opts Options) *Sweeper {
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 4
 	}
@@ -214,7 +215,8 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 		return failed
 	}
 	for round := 1; ; round++ {
-		if err := s.sweepOnce(ctx, p, lease, log.With("round", round)); err != nil {
+		rlog := log.With("round", round)
+		if err := s.underLease(ctx, lease, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, rlog) }); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
@@ -262,8 +264,8 @@ func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool)
 	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, poolstate.ErrLeaseHeld)
 }
 
-// sweepOnce is one decide → reconcile → record pass under the lease.
-func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.Lease, log *slog.Logger) error {
+// sweepOnce is one decide → reconcile → record pass; run it under the lease.
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, log *slog.Logger) error {
 	start := s.clock.Now()
 	var (
 		st    poolstate.Status
@@ -289,12 +291,9 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.
 	}
 	var recErr error
 	if s.reconciler != nil {
-		if err := s.renewIfHalfGone(ctx, lease); err != nil {
-			return err
-		}
 		// What the reconcile did (runners created: the last sync time) is recorded
 		// even when some of its steps failed.
-		if recErr = s.reconcileHeld(ctx, p, d, &st, lease); recErr != nil {
+		if recErr = s.reconciler.Reconcile(ctx, p, d, &st); recErr != nil {
 			recErr = fmt.Errorf("reconciling: %w", recErr)
 		}
 	}
@@ -312,50 +311,129 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, lease *poolstate.
 	return nil
 }
 
-// reconcileHeld reconciles while keeping the lease: it renews it every third of
-// its length, and if a renewal fails — the lease expired and another sweeper may
-// have it — the reconcile's context is cancelled, so that two sweepers never act
-// on one pool at once, however slow a sweep is.
-func (s *Sweeper) reconcileHeld(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status, lease *poolstate.Lease) error {
+// errLeaseDeadline: the holder reached its lease's Deadline without a successful
+// renewal; another sweeper may take the pool at the lease's expiry.
+var errLeaseDeadline = errors.New("lease deadline reached without a renewal")
+
+// underLease runs fn with a context that is cancelled at the lease's Deadline
+// (its expiry minus the margin, measured from the last acquiring or renewing
+// request that succeeded) and at once if the lease is lost. Meanwhile it renews
+// the lease every third of its length, like client-go's leader election: only a
+// successful renewal moves the deadline, and a renewal that hangs or fails does
+// not keep fn going. fn must stop writing when its context is done; underLease
+// returns only after fn and any renewal in flight have returned.
+func (s *Sweeper) underLease(ctx context.Context, lease *poolstate.Lease, log *slog.Logger, fn func(context.Context) error) error {
+	if deadline := lease.Deadline(); !s.clock.Now().Before(deadline) {
+		return fmt.Errorf("pool %s: %w (at %s)", lease.Pool, errLeaseDeadline, deadline.Format(time.RFC3339Nano))
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done := make(chan struct{})
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(lease.Length() / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err := lease.Renew(ctx); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		}
-	})
-	err := s.reconciler.Reconcile(ctx, p, d, st)
-	close(done)
+	wg.Go(func() { s.keepLease(ctx, lease, cancel, stop, log) })
+	err := fn(ctx)
+	close(stop)
 	wg.Wait()
-	if err != nil {
-		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-			return fmt.Errorf("%w (lease renewal failed: %v)", err, cause)
-		}
-		return err
+	if cause := context.Cause(ctx); cause != nil {
+		return errors.Join(err, fmt.Errorf("pool %s: stopped acting on the pool: %w", lease.Pool, cause))
 	}
-	return nil
+	return err
 }
 
-// renewIfHalfGone renews the lease before reconciling when less than half of it is
-// left (a lease just acquired needs no renewal: one DynamoDB write saved on the
-// fast path).
-func (s *Sweeper) renewIfHalfGone(ctx context.Context, lease *poolstate.Lease) error {
-	if s.clock.Now().Before(lease.Until.Add(-lease.Length() / 2)) {
-		return nil
+// keepLease renews lease until stop is closed, and cancels ctx when the lease is
+// lost or its Deadline comes first.
+func (s *Sweeper) keepLease(ctx context.Context, lease *poolstate.Lease, cancel context.CancelCauseFunc, stop <-chan struct{}, log *slog.Logger) {
+	renewCtx, stopRenewal := context.WithCancel(ctx)
+	k := &leaseKeeper{clock: s.clock, lease: lease, cancel: cancel, log: log, renewCtx: renewCtx}
+	k.renewed(nil) // the lease as acquired or last renewed
+	defer k.wait(stopRenewal)
+	for {
+		due := k.due()
+		if !k.clock.Now().Before(due) {
+			if k.tick() {
+				return
+			}
+			continue
+		}
+		timer := k.clock.NewTimer(due.Sub(k.clock.Now()))
+		var done bool
+		select {
+		case <-stop:
+			done = true
+		case err := <-k.renewal:
+			done = k.renewed(err)
+		case <-timer.C():
+			done = k.tick()
+		}
+		timer.Stop()
+		if done {
+			return
+		}
 	}
-	return lease.Renew(ctx)
+}
+
+// leaseKeeper is keepLease's state. It reads the lease only while no renewal is
+// in flight (Renew updates it).
+type leaseKeeper struct {
+	clock    clock.Clock
+	lease    *poolstate.Lease
+	cancel   context.CancelCauseFunc
+	log      *slog.Logger
+	renewCtx context.Context
+	// deadline and renewAt follow the last successful (re)acquisition.
+	deadline, renewAt time.Time
+	// renewal is non-nil while a renewal is in flight; it receives its result.
+	renewal chan error
+}
+
+// due is when the keeper must act next: renew, or stop at the deadline.
+func (k *leaseKeeper) due() time.Time {
+	if k.renewal == nil && k.renewAt.Before(k.deadline) {
+		return k.renewAt
+	}
+	return k.deadline
+}
+
+// tick cancels at the deadline, else starts a renewal when one is due; it
+// reports whether the keeper is done.
+func (k *leaseKeeper) tick() bool {
+	now := k.clock.Now()
+	if !now.Before(k.deadline) {
+		k.cancel(fmt.Errorf("%w (at %s)", errLeaseDeadline, k.deadline.Format(time.RFC3339Nano)))
+		return true
+	}
+	if k.renewal == nil && !now.Before(k.renewAt) {
+		k.renewal = make(chan error, 1)
+		go func(result chan<- error) { result <- k.lease.Renew(k.renewCtx) }(k.renewal)
+	}
+	return false
+}
+
+// renewed takes a renewal's result: success moves the deadline and schedules the
+// next renewal a third of the length after it was sent; a lost lease cancels at
+// once; another failure is retried shortly, until the deadline.
+func (k *leaseKeeper) renewed(err error) bool {
+	k.renewal = nil
+	switch {
+	case err == nil:
+		k.deadline, k.renewAt = k.lease.Deadline(), k.lease.Until.Add(-k.lease.Length()*2/3)
+	case errors.Is(err, poolstate.ErrLeaseLost):
+		k.cancel(err)
+		return true
+	default:
+		k.log.WarnContext(k.renewCtx, "renewing lease", "error", err, "deadline", k.deadline)
+		k.renewAt = k.clock.Now().Add(k.lease.Length() / 15)
+	}
+	return false
+}
+
+// wait cancels a renewal still in flight and waits for it: the caller may use the
+// lease again once keepLease has returned.
+func (k *leaseKeeper) wait(stopRenewal context.CancelFunc) {
+	stopRenewal()
+	if k.renewal != nil {
+		<-k.renewal
+	}
 }
 
 // extendWaiting keeps the reservations of queued jobs alive while the pool is at
@@ -387,12 +465,15 @@ func nearDeadline(ctx context.Context) bool {
 	return ok && time.Until(d) < 20*time.Second
 }
 
-// holderID names this invocation: the Lambda request id, or a random id elsewhere.
+// holderID names this invocation: the Lambda request id (for the logs) and a
+// random nonce, since Lambda may run a duplicated asynchronous event twice under
+// one request id, and two invocations must never share a lease.
 func holderID(ctx context.Context) string {
-	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
-		return lc.AwsRequestID
-	}
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
-	return "local-" + hex.EncodeToString(b)
+	nonce := hex.EncodeToString(b)
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID + "/" + nonce
+	}
+	return "local-" + nonce
 }

@@ -3,14 +3,21 @@ package sweeper_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -35,6 +42,12 @@ type env struct {
 
 func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
 	t.Helper()
+	return newEnvWith(t, rec, func(db poolstate.API) poolstate.API { return db })
+}
+
+// newEnvWith lets the leases see DynamoDB through wrap.
+func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(poolstate.API) poolstate.API, opts ...poolstate.LeaseOption) *env {
+	t.Helper()
 	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +55,7 @@ func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(t0)
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
-		leases: poolstate.NewLeases(db, name, clk, 30*time.Second), clock: clk}
+		leases: poolstate.NewLeases(wrap(db), name, clk, 30*time.Second, opts...), clock: clk}
 	e.sweeper = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{})
 	return e
 }
@@ -200,6 +213,232 @@ func TestConcurrentSweepsOfOnePool(t *testing.T) {
 	}
 	if st := e.desired(t, "octo"); st.Desired != 1 {
 		t.Fatalf("octo desired %d after the second round, want 1 (the job queued during the hold)", st.Desired)
+	}
+}
+
+// TestDuplicatedEventCannotShareTheLease: Lambda may run a duplicated
+// asynchronous event twice under one request id; the second invocation must not
+// get the lease the first holds.
+func TestDuplicatedEventCannotShareTheLease(t *testing.T) {
+	t.Parallel()
+	rec := &blockingReconciler{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, rec)
+	ctx := lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+	done := make(chan sweeper.Report)
+	go func() {
+		r, _ := e.sweeper.Handle(ctx, sweeper.Event{Pool: "octo"})
+		done <- r
+	}()
+	<-rec.entered
+	r, err := e.sweeper.Handle(ctx, sweeper.Event{Pool: "octo"})
+	if err != nil || !contains(r.Skipped, "octo") || rec.calls.Load() != 1 {
+		t.Fatalf("the same request id again while the first holds the pool: %+v, %v, %d reconciles; want skipped, 1 reconcile",
+			r, err, rec.calls.Load())
+	}
+	close(rec.release)
+	if r := <-done; !contains(r.Swept, "octo") {
+		t.Fatalf("first invocation: %+v", r)
+	}
+}
+
+// partitionedDB is the leases' view of DynamoDB in which, once cut, the first
+// holder's lease writes (renewals and releases) hang until their context ends,
+// as with a network partition and no response timeout.
+type partitionedDB struct {
+	poolstate.API
+	cut      atomic.Bool
+	renewing chan struct{}
+	mu       sync.Mutex
+	first    string // the first holder to acquire
+}
+
+// isFirst notes the first acquiring holder and reports whether in is its write.
+func (p *partitionedDB) isFirst(in *dynamodb.UpdateItemInput) bool {
+	me, _ := in.ExpressionAttributeValues[":me"].(*types.AttributeValueMemberS)
+	if me == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.first == "" && strings.Contains(aws.ToString(in.UpdateExpression), "#acquired") {
+		p.first = me.Value
+	}
+	return me.Value == p.first
+}
+
+func (p *partitionedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if !p.isFirst(in) || !p.cut.Load() {
+		return p.API.UpdateItem(ctx, in, opts...)
+	}
+	if aws.ToString(in.UpdateExpression) == "SET #until = :until" {
+		select {
+		case p.renewing <- struct{}{}:
+		default:
+		}
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// interval is one Reconcile call on the fake clock, and its order of events.
+type interval struct {
+	holder     int
+	start, end time.Time
+	seqStart   int
+	seqEnd     int
+}
+
+// recordingReconciler records each call's interval; the first call runs until its
+// context is cancelled, as a long reconcile would.
+type recordingReconciler struct {
+	clock   clock.PassiveClock
+	mu      sync.Mutex
+	seq     int
+	calls   []*interval
+	entered chan struct{}
+	ended   chan struct{}
+}
+
+func (r *recordingReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+	if p.Name != "octo" {
+		return nil
+	}
+	r.mu.Lock()
+	r.seq++
+	iv := &interval{holder: len(r.calls) + 1, start: r.clock.Now(), seqStart: r.seq}
+	r.calls = append(r.calls, iv)
+	r.mu.Unlock()
+	var err error
+	if iv.holder == 1 {
+		close(r.entered)
+		<-ctx.Done()
+		err = ctx.Err()
+	}
+	r.mu.Lock()
+	r.seq++
+	iv.end, iv.seqEnd = r.clock.Now(), r.seq
+	r.mu.Unlock()
+	if iv.holder == 1 {
+		close(r.ended)
+	}
+	return err
+}
+
+func (r *recordingReconciler) intervals() []interval {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]interval, len(r.calls))
+	for i, c := range r.calls {
+		out[i] = *c
+	}
+	return out
+}
+
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// TestHungRenewalStopsTheHolderBeforeExpiry: the holder's renewal hangs (DynamoDB
+// unreachable for it, no response timeout). Its reconcile must be cancelled by the
+// lease's expiry minus the margin, on the holder's own clock, and a second sweeper
+// that takes the pool after the expiry must not reconcile while the first does.
+func TestHungRenewalStopsTheHolderBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	const margin = 5 * time.Second
+	db := &partitionedDB{renewing: make(chan struct{}, 1)}
+	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
+	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db },
+		poolstate.WithMargin(margin), poolstate.WithCallTimeout(2*time.Second))
+	rec.clock = e.clock
+	first := make(chan sweeper.Report, 1)
+	go func() {
+		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
+		first <- r
+	}()
+	waitFor(t, rec.entered, "the first reconcile")
+	db.cut.Store(true)
+	e.clock.SetTime(t0.Add(10 * time.Second)) // a third of the 30 s lease: renewal time
+	waitFor(t, db.renewing, "the first holder's renewal")
+
+	_, err := e.leases.Acquire(t.Context(), "octo", "second")
+	var held *poolstate.HeldError
+	if !errors.As(err, &held) {
+		t.Fatalf("acquire while the first holds the lease: %v, want held", err)
+	}
+	stopBy := held.Until.Add(-margin)
+	e.clock.SetTime(stopBy.Add(-time.Second))
+	time.Sleep(100 * time.Millisecond)
+	if iv := rec.intervals(); !iv[0].end.IsZero() {
+		t.Fatalf("first reconcile cancelled at %s, before its deadline %s", iv[0].end, stopBy)
+	}
+	if r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Skipped, "octo") {
+		t.Fatalf("second sweeper before the expiry: %+v, %v; want skipped", r, err)
+	}
+	e.clock.SetTime(stopBy)
+	waitFor(t, rec.ended, "the first reconcile to be cancelled at expiry - margin")
+
+	e.clock.SetTime(held.Until)
+	if r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Swept, "octo") {
+		t.Fatalf("second sweeper after the expiry: %+v, %v; want swept", r, err)
+	}
+	if r := <-first; !contains(r.Failed, "octo") {
+		t.Fatalf("first sweeper's report %+v, want octo failed", r)
+	}
+	iv := rec.intervals()
+	if len(iv) != 2 {
+		t.Fatalf("reconciles %+v, want the first and the second's", iv)
+	}
+	a, b := iv[0], iv[1]
+	if a.end.After(stopBy) {
+		t.Errorf("first reconcile ran until %s, past expiry - margin %s", a.end, stopBy)
+	}
+	if !a.end.Before(b.start) || a.seqEnd > b.seqStart {
+		t.Errorf("reconciles overlap: first [%s, %s] (events %d-%d), second [%s, %s] (events %d-%d)",
+			a.start, a.end, a.seqStart, a.seqEnd, b.start, b.end, b.seqStart, b.seqEnd)
+	}
+}
+
+// stolenDB answers every renewal, once stolen is set, as DynamoDB does when the
+// lease has another holder.
+type stolenDB struct {
+	poolstate.API
+	stolen atomic.Bool
+}
+
+func (d *stolenDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if d.stolen.Load() && aws.ToString(in.UpdateExpression) == "SET #until = :until" {
+		return nil, &types.ConditionalCheckFailedException{Message: aws.String("The conditional request failed")}
+	}
+	return d.API.UpdateItem(ctx, in, opts...)
+}
+
+// TestLostLeaseStopsTheHolderAtOnce: a renewal that finds the lease in other hands
+// cancels the reconcile then, not at the deadline.
+func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
+	t.Parallel()
+	db := &stolenDB{}
+	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
+	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db })
+	rec.clock = e.clock
+	first := make(chan sweeper.Report, 1)
+	go func() {
+		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
+		first <- r
+	}()
+	waitFor(t, rec.entered, "the reconcile")
+	db.stolen.Store(true)
+	e.clock.SetTime(t0.Add(10 * time.Second))
+	waitFor(t, rec.ended, "the reconcile to be cancelled by the lost renewal")
+	if iv := rec.intervals(); !iv[0].end.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("reconcile cancelled at %s, want at the failed renewal (%s)", iv[0].end, t0.Add(10*time.Second))
+	}
+	if r := <-first; !contains(r.Failed, "octo") {
+		t.Fatalf("report %+v, want octo failed", r)
 	}
 }
 

@@ -1,12 +1,13 @@
 // Package testenv gives tests real servers: a fresh DynamoDB table on dynalite and
-// a fresh namespace on a real kube-apiserver (with controller-manager), both from
-// the local stack.
+// a fresh namespace on a real kube-apiserver (with controller-manager, scheduler
+// and a node whose kubelet runs pods as real containers), all from the local stack.
 //
 // `make test` starts one stack and passes it to every test binary through
 // RUNNERSCALER_TEST_DYNAMODB and RUNNERSCALER_TEST_KUBECONFIG (never KUBECONFIG, so
 // tests cannot touch a developer's real cluster). Without those variables, the first
-// test that asks starts a private stack for its test binary, which Main stops. A
-// test that cannot get its servers fails; it is never skipped.
+// test that asks starts a private stack for its test binary, which Main stops; it
+// has a node unless RUNNERSCALER_NODE=0 (the node needs root). A test that cannot
+// get its servers fails; it is never skipped.
 package testenv
 
 import (
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/runnerscaler/runnerscaler/internal/table"
+	"github.com/runnerscaler/runnerscaler/local/ociimage"
 	"github.com/runnerscaler/runnerscaler/local/stack"
 )
 
@@ -93,7 +95,7 @@ func startPrivate() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	s, err := stack.Up(ctx, stack.Options{Dir: dir, Root: root, Progress: os.Stderr,
-		KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN")})
+		KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN"), Node: os.Getenv("RUNNERSCALER_NODE") != "0"})
 	if err != nil {
 		return err
 	}
@@ -186,6 +188,30 @@ func Namespace(t testing.TB) (kubernetes.Interface, string) {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
 	return cs, ns
+}
+
+// ContainerdAddress is the unix socket of the stack node's containerd, found in the
+// state of the stack whose kubeconfig the tests use; the test fails when that
+// stack runs no node.
+func ContainerdAddress(t testing.TB) string {
+	t.Helper()
+	s, err := stack.Load(filepath.Dir(get(t).kubeconfig))
+	if err != nil {
+		t.Fatalf("testenv: the stack's state: %v", err)
+	}
+	if s.ContainerdAddress == "" {
+		t.Fatalf("testenv: the stack runs no node (started with RUNNERSCALER_NODE=0?)")
+	}
+	return s.ContainerdAddress
+}
+
+// ImportImage loads an image tarball (local/ociimage.Build) into the node's
+// containerd, for pods with imagePullPolicy Never or IfNotPresent.
+func ImportImage(t testing.TB, tarball string) {
+	t.Helper()
+	if err := ociimage.Import(t.Context(), ContainerdAddress(t), tarball); err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
 }
 
 // UserRESTConfig is a configuration that authenticates as user in groups (a client

@@ -3,7 +3,8 @@
 // events — both use the same 2.0 shape — and, through HTTPHandler, plain HTTP for
 // the local stack.
 //
-// Responses follow DESIGN §5: 401 for a missing or wrong signature, 400 for a body
+// Responses follow DESIGN §5: 401 for a missing or wrong signature (only an
+// HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
 // that is too large, not JSON, or a job without id or labels, 200 for ping, 202 for
 // events and jobs that reserve nothing (other events, `waiting`, no matching pool),
 // 200 once a reservation write is durable, and 503 when DynamoDB fails after the
@@ -148,6 +149,11 @@ func (h *Handler) serve(ctx context.Context, event, delivery, signature string, 
 	}
 	if signature == "" {
 		return Response{http.StatusUnauthorized, "missing X-Hub-Signature-256"}, nil
+	}
+	// go-github picks the hash from the prefix: without this check a valid sha1=
+	// signature would pass.
+	if !strings.HasPrefix(signature, "sha256=") {
+		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 is not a sha256= signature"}, nil
 	}
 	if err := github.ValidateSignature(signature, body, h.secret); err != nil {
 		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body"}, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/hmac"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -66,6 +67,13 @@ func sign(body []byte, key string) string {
 	mac := hmac.New(sha256.New, []byte(key))
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// signSHA1 is GitHub's legacy X-Hub-Signature: HMAC-SHA1, valid but not accepted.
+func signSHA1(body []byte, key string) string {
+	mac := hmac.New(sha1.New, []byte(key))
+	mac.Write(body)
+	return "sha1=" + hex.EncodeToString(mac.Sum(nil))
 }
 
 type recordingNudger struct {
@@ -223,9 +231,20 @@ func TestDeliveries(t *testing.T) {
 		}, queued, 401, "does not match", 0, 0},
 		{"malformed signature", func() map[string]string {
 			h := headersFor("workflow_job", queued)
-			h["X-Hub-Signature-256"] = "sha1=abc"
+			h["X-Hub-Signature-256"] = "sha256=abc"
 			return h
 		}, queued, 401, "does not match", 0, 0},
+		{"valid sha1 signature as X-Hub-Signature-256", func() map[string]string {
+			h := headersFor("workflow_job", queued)
+			h["X-Hub-Signature-256"] = signSHA1(queued, secret)
+			return h
+		}, queued, 401, "not a sha256= signature", 0, 0},
+		{"valid sha1 signature as X-Hub-Signature only", func() map[string]string {
+			h := headersFor("workflow_job", queued)
+			delete(h, "X-Hub-Signature-256")
+			h["X-Hub-Signature"] = signSHA1(queued, secret)
+			return h
+		}, queued, 401, "missing X-Hub-Signature-256", 0, 0},
 		{"body over the cap", func() map[string]string { return headersFor("workflow_job", big) }, big, 400, "over the 1048576-byte limit", 0, 0},
 		{"invalid JSON", func() map[string]string { return headersFor("workflow_job", []byte("{not json")) }, []byte("{not json"), 400, "invalid JSON at byte", 0, 0},
 		{"no job id", func() map[string]string { return headersFor("workflow_job", noID) }, noID, 400, "no workflow_job.id", 0, 0},

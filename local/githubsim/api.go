@@ -2,7 +2,6 @@ package githubsim
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -29,6 +28,7 @@ func (s *Server) routes() {
 	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/repositories", s.authed(s.groupRepositories))
 	s.handle("GET /app/hook/deliveries", s.listHookDeliveries)
 	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
+	s.runnerRoutes()
 }
 
 // handle registers h and counts its calls by pattern.
@@ -99,8 +99,7 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 	rn := &Runner{ID: s.nextID, Name: req.Name, Scope: sc, Labels: append([]string{"self-hosted", "Linux", "X64"}, req.Labels...),
 		GroupID: req.RunnerGroupID, Ephemeral: true}
 	s.runners[rn.ID] = rn
-	raw, _ := json.Marshal(map[string]any{"runner_id": rn.ID, "token": randomToken("jit_")})
-	enc := base64.StdEncoding.EncodeToString(raw)
+	enc := s.jitConfigLocked(rn, s.runnerBaseURL(r))
 	s.jitConfigs[enc] = credential{scope: sc, runnerID: rn.ID, expires: s.opts.Clock.Now().Add(s.opts.RegistrationTokenLifetime)}
 	writeJSON(w, http.StatusCreated, map[string]any{"runner": runnerJSON(rn), "encoded_jit_config": enc})
 }
@@ -122,6 +121,7 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	sc := scopeOf(r)
 	perPage, page := intParam(r, "per_page", 30, 1, 100), intParam(r, "page", 1, 1, 1<<30)
 	s.mu.Lock()
+	s.expireSessionsLocked()
 	var all []*Runner
 	for _, x := range s.runners {
 		if x.Scope.String() == sc.String() {
@@ -173,6 +173,7 @@ func (s *Server) removeRunner(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner %q is still running a job", rn.Name))
 	default:
 		delete(s.runners, id)
+		s.notifyLocked() // its agent's long-poll learns at once
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

@@ -2,6 +2,8 @@ package githubsim
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -28,11 +30,28 @@ type JobSpec struct {
 	Duration     time.Duration
 }
 
+// JobConclusion is how a completed job ended, as in workflow_job deliveries.
+type JobConclusion string
+
+// Job conclusions.
+const (
+	JobSuccess   JobConclusion = "success"
+	JobFailure   JobConclusion = "failure"
+	JobCancelled JobConclusion = "cancelled"
+)
+
+// Errors of CompleteJobAs.
+var (
+	ErrUnknownJob    = errors.New("githubsim: no such job")
+	ErrJobNotRunning = errors.New("githubsim: job is not in progress")
+)
+
 // Job is a workflow job in the simulator (the Actions service side).
 type Job struct {
 	JobSpec
 	ID, RunID  int64
 	State      JobState
+	Conclusion JobConclusion // set once completed
 	RunnerID   int64
 	RunnerName string
 	QueuedAt   time.Time
@@ -63,6 +82,7 @@ func (s *Server) QueueJob(spec JobSpec) Job {
 	}
 	s.jobs[j.ID] = j
 	out := *j
+	s.notifyLocked()
 	s.mu.Unlock()
 	s.emit(out)
 	return out
@@ -71,13 +91,27 @@ func (s *Server) QueueJob(spec JobSpec) Job {
 // AcquireJob gives runner id the oldest queued job it can run — its scope covers the
 // job's repository and its labels include every job label — marking the job in
 // progress and the runner busy, and emits the `in_progress` delivery. It returns
-// false when there is none, and ErrRunnerGone when the runner no longer exists.
+// false when there is none (or the runner is busy or offline), and ErrRunnerGone
+// when the runner no longer exists.
 func (s *Server) AcquireJob(id int64) (Job, bool, error) {
 	s.mu.Lock()
+	j, ok, err := s.acquireLocked(id)
+	s.mu.Unlock()
+	if ok {
+		s.emit(j)
+	}
+	return j, ok, err
+}
+
+// acquireLocked is AcquireJob under the lock; the caller emits the delivery.
+func (s *Server) acquireLocked(id int64) (Job, bool, error) {
+	s.expireSessionsLocked()
 	rn, ok := s.runners[id]
 	if !ok {
-		s.mu.Unlock()
 		return Job{}, false, ErrRunnerGone
+	}
+	if rn.Busy || !rn.Online {
+		return Job{}, false, nil
 	}
 	var best *Job
 	for _, j := range s.jobs {
@@ -86,37 +120,80 @@ func (s *Server) AcquireJob(id int64) (Job, bool, error) {
 			best = j
 		}
 	}
-	if best == nil || rn.Busy || !rn.Online {
-		s.mu.Unlock()
+	if best == nil {
 		return Job{}, false, nil
 	}
 	best.State, best.RunnerID, best.RunnerName, best.StartedAt = JobInProgress, rn.ID, rn.Name, s.opts.Clock.Now()
 	rn.Busy = true
-	out := *best
-	s.mu.Unlock()
-	s.emit(out)
-	return out, true, nil
+	return *best, true, nil
 }
 
-// CompleteJob ends a job: its runner becomes idle (an ephemeral one is removed, as
-// GitHub does) and the `completed` delivery is emitted.
+// CompleteJob ends a job successfully: its runner becomes idle (an ephemeral one is
+// removed, as GitHub does) and the `completed` delivery is emitted. Unknown and
+// already completed jobs are ignored.
 func (s *Server) CompleteJob(jobID int64) {
+	_ = s.CompleteJobAs(jobID, JobSuccess)
+}
+
+// CompleteJobAs is CompleteJob with the job's conclusion (a cancelled job frees its
+// runner like any other). It fails for an unknown job or one not in progress.
+func (s *Server) CompleteJobAs(jobID int64, c JobConclusion) error {
 	s.mu.Lock()
-	j, ok := s.jobs[jobID]
-	if !ok || j.State == JobCompleted {
-		s.mu.Unlock()
-		return
+	j, err := s.completeLocked(jobID, c)
+	s.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	j.State, j.EndedAt = JobCompleted, s.opts.Clock.Now()
+	s.emit(j)
+	return nil
+}
+
+// completeLocked is CompleteJobAs under the lock; the caller emits the delivery.
+func (s *Server) completeLocked(jobID int64, c JobConclusion) (Job, error) {
+	j, ok := s.jobs[jobID]
+	switch {
+	case !ok:
+		return Job{}, fmt.Errorf("job %d: %w", jobID, ErrUnknownJob)
+	case j.State != JobInProgress:
+		return Job{}, fmt.Errorf("job %d is %s: %w", jobID, j.State, ErrJobNotRunning)
+	}
+	j.State, j.EndedAt, j.Conclusion = JobCompleted, s.opts.Clock.Now(), c
 	if rn, ok := s.runners[j.RunnerID]; ok {
 		rn.Busy = false
 		if rn.Ephemeral {
 			delete(s.runners, rn.ID)
 		}
 	}
-	out := *j
-	s.mu.Unlock()
-	s.emit(out)
+	s.notifyLocked()
+	return *j, nil
+}
+
+// RunningJob returns the job runner id is running right now: the job its agent
+// took and whose result it has not reported yet (state in_progress on that runner).
+func (s *Server) RunningJob(runnerID int64) (Job, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, j := range s.jobs {
+		if j.State == JobInProgress && j.RunnerID == runnerID {
+			return *j, true
+		}
+	}
+	return Job{}, false
+}
+
+// RunningJobs returns every job some runner is running right now (state
+// in_progress), oldest first; RunnerID and RunnerName say which runner.
+func (s *Server) RunningJobs() []Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Job
+	for _, j := range s.jobs {
+		if j.State == JobInProgress {
+			out = append(out, *j)
+		}
+	}
+	slices.SortFunc(out, func(a, b Job) int { return int(a.ID - b.ID) })
+	return out
 }
 
 // Jobs returns a copy of every job.
@@ -169,7 +246,7 @@ func (s *Server) emit(j Job) {
 		"workflow_job": map[string]any{
 			"id": j.ID, "run_id": j.RunID, "status": string(j.State), "labels": j.Labels,
 			"runner_id": nullable(j.RunnerID), "runner_name": nullableString(j.RunnerName),
-			"created_at": j.QueuedAt.UTC().Format(time.RFC3339),
+			"created_at": j.QueuedAt.UTC().Format(time.RFC3339), "conclusion": nullableString(string(j.Conclusion)),
 		},
 		"repository": map[string]any{"full_name": j.Repository, "owner": map[string]any{"login": owner, "type": ownerType}},
 	}

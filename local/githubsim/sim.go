@@ -18,6 +18,9 @@
 //   - runner state that tests and the closed loop drive through the Go API:
 //     register with a token or JIT config, busy/idle, online/offline, and ephemeral
 //     runners that disappear after their job;
+//   - runner agents over HTTP (simulator-only paths under /_runner/, see
+//     runnerapi.go): config.sh registration, sessions that make a runner online,
+//     long-polled jobs and their results, for the fake runner of local/fakerunner;
 //   - runner groups and the repositories allowed to use them;
 //   - counters of calls by endpoint.
 package githubsim
@@ -52,6 +55,12 @@ type Options struct {
 	TokenLifetime time.Duration
 	// RegistrationTokenLifetime of registration tokens and JIT configs (default 1h, as GitHub).
 	RegistrationTokenLifetime time.Duration
+	// SessionTimeout is how long a runner agent's session stays open without a
+	// poll before its runner goes offline (default 30s).
+	SessionTimeout time.Duration
+	// RunnerURL is the simulator's base URL as runner agents reach it, written into
+	// JIT configs (default: http:// and the Host of the generate-jitconfig request).
+	RunnerURL string
 }
 
 // Runner is a runner's state in the simulator.
@@ -88,6 +97,7 @@ type Server struct {
 	nextDelivery   int64
 	deliver        Deliverer
 	hooks          []hookDelivery
+	agents         agentState // runner agents over HTTP (runnerapi.go)
 }
 
 type installationToken struct {
@@ -99,6 +109,7 @@ type credential struct {
 	scope    scope.Scope
 	runnerID int64 // JIT configs only
 	expires  time.Time
+	used     bool // JIT configs only: a runner started with it (they are single use)
 }
 
 // Group is a runner group and the repositories allowed to use it (nil: all).
@@ -123,12 +134,15 @@ func New(opts Options) *Server {
 	if opts.RegistrationTokenLifetime == 0 {
 		opts.RegistrationTokenLifetime = time.Hour
 	}
+	if opts.SessionTimeout == 0 {
+		opts.SessionTimeout = 30 * time.Second
+	}
 	if len(opts.Installations) == 0 {
 		opts.Installations = []int64{1}
 	}
 	s := &Server{opts: opts, tokens: map[string]installationToken{}, rate: map[string]*rateWindow{},
 		regTokens: map[string]credential{}, jitConfigs: map[string]credential{}, runners: map[int64]*Runner{},
-		nextID: 1000, groups: map[string][]Group{}, calls: map[string]int{}}
+		nextID: 1000, groups: map[string][]Group{}, calls: map[string]int{}, agents: newAgentState()}
 	s.routes()
 	return s
 }
@@ -152,6 +166,7 @@ func (s *Server) Calls() map[string]int {
 func (s *Server) Runners() []Runner {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireSessionsLocked()
 	out := make([]Runner, 0, len(s.runners))
 	for _, r := range s.runners {
 		out = append(out, *r)
@@ -163,6 +178,7 @@ func (s *Server) Runners() []Runner {
 func (s *Server) Runner(id int64) (Runner, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.expireSessionsLocked()
 	r, ok := s.runners[id]
 	if !ok {
 		return Runner{}, false

@@ -1,12 +1,28 @@
 // Package loop closes the loop on the local stack: the GitHub simulator acts as
 // the Actions service (jobs queue, and it sends signed workflow_job deliveries to
 // the real webhook handler over HTTP), the real sweeper runs on a short schedule
-// plus the webhook's nudges against the real kube-apiserver, and a kubelet and
-// runner-agent simulator moves the sweeper's pods to Running, registers their
-// runners with the credentials the sweeper gave them, runs matching jobs and (for
-// ephemeral runners) exits 0. An invariant monitor records every violation of the
-// product's promises: a pod deleted while its runner runs a job, or leftovers at
-// quiescence. `make run` and the end-to-end tests use it.
+// plus the webhook's nudges against the real kube-apiserver, and the runners are
+// real pods on the stack's node: the kubelet runs the runner image
+// (local/runnerimage: runner/entrypoint.sh under tini around the fake actions
+// runner of local/fakerunner), whose runners register with the credentials the
+// sweeper gave them, long-poll the simulator for jobs, run each in a
+// Runner.Worker process, and (ephemeral ones) exit 0 after one. Restarts, crash
+// loops, SIGTERM and grace periods, evictions and hand deletions are the
+// kubelet's own. An invariant monitor (Monitor) judges what happens to runner
+// pods and jobs by the simulator's truth. `make run`, the end-to-end tests, the
+// chaos suite and the benchmarks use it.
+//
+// What is still simulated, and why:
+//   - GitHub and its Actions service (local/githubsim): there is no local GitHub.
+//     The runner's protocol is the simulator's own (its /_runner/ endpoints), not
+//     actions/runner's private broker protocol, and a job runs no steps: its
+//     worker sleeps for the job's duration.
+//   - A job whose runner died mid-job (its worker killed with its container) is
+//     failed by the loop on the Actions service's behalf once the runner has been
+//     offline for Options.LostAfter (failLostJobs); GitHub does it after minutes.
+//   - Lambda: the webhook and the sweeper run in-process (a nudge is a goroutine,
+//     a killed invocation a cancelled context, a throttled function PauseSweeps).
+//   - The kubelet restart fault: the stack has no way to restart its kubelet.
 package loop
 
 import (
@@ -51,8 +67,9 @@ type Options struct {
 	DB    *dynamodb.Client
 	Table string
 	Kube  kubernetes.Interface
-	// StartDelay is how long a pod stays Pending before the kubelet runs it (default 200ms).
-	StartDelay time.Duration
+	// ContainerdAddress is the node's containerd socket (OOMKill runs a process in
+	// a container through it).
+	ContainerdAddress string
 	// SweepEvery is the sweeper's schedule (default 2s; in AWS one minute).
 	SweepEvery time.Duration
 	// NoFastPath turns the webhook's nudges off (the schedule alone drives scale-up).
@@ -66,8 +83,15 @@ type Options struct {
 	// NoRedelivery turns off the sweeper's recovery of lost deliveries.
 	NoRedelivery bool
 	// SweeperKube, when set, is the sweeper's Kubernetes client (a faulty one, for
-	// chaos); the kubelet simulator keeps using Kube.
+	// chaos); the monitor and the faults keep using Kube.
 	SweeperKube kubernetes.Interface
+	// RegistrationTimeout is the reconciler's (default: its own, 10 minutes).
+	RegistrationTimeout time.Duration
+	// SessionTimeout: a runner whose agent has not polled the simulator for this
+	// long goes offline (default 15s).
+	SessionTimeout time.Duration
+	// LostAfter: a job whose runner has been offline this long fails (default 10s).
+	LostAfter time.Duration
 	// Lease is the sweeper's lease length (default 30s; chaos uses a short one, as
 	// killed sweepers leave their leases to expire).
 	Lease time.Duration
@@ -91,9 +115,12 @@ type Chaos struct {
 	KillSweeps float64
 }
 
-// Faults counts what Chaos injected.
+// Faults counts what Chaos and the node faults (faults.go) injected.
 type Faults struct {
 	Dropped, Duplicated, Delayed, KilledSweeps int
+	RunnerKills, OOMKills, PodDeletes, Drains, Evictions, SweeperPauses int
+	// ThrottledSweeps counts sweeper invocations dropped while paused.
+	ThrottledSweeps int
 }
 
 // Loop is a running closed loop.
@@ -107,7 +134,6 @@ type Loop struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	servers []*httptest.Server
-	agents  *agents
 	status  *poolstate.Store
 	faultMu sync.Mutex
 	faults  Faults
@@ -117,13 +143,13 @@ type Loop struct {
 	recoverer *redeliver.Recoverer
 	sweeper   atomic.Pointer[sweeper.Sweeper]
 	pools     atomic.Pointer[pool.Config]
+	// pausedUntil (unix nanoseconds): no sweep runs before then (PauseSweeps).
+	pausedUntil atomic.Int64
+	lost        atomic.Int64 // jobs failed by failLostJobs
 }
 
 // Start brings the loop up; Stop ends it.
 func Start(ctx context.Context, opts Options) (*Loop, error) {
-	if opts.StartDelay <= 0 {
-		opts.StartDelay = 200 * time.Millisecond
-	}
 	if opts.SweepEvery <= 0 {
 		opts.SweepEvery = 2 * time.Second
 	}
@@ -133,6 +159,12 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	if opts.WaitBound <= 0 {
 		opts.WaitBound = 30 * time.Second
 	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 15 * time.Second
+	}
+	if opts.LostAfter <= 0 {
+		opts.LostAfter = 10 * time.Second
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -140,16 +172,20 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	if opts.Secret == "" {
 		opts.Secret = "loop-webhook-secret"
 	}
-	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: &Monitor{}}
-	l.agents = &agents{loop: l, byPod: map[string]*agent{}}
+	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: newMonitor()}
 	if err := l.build(ctx); err != nil {
 		cancel()
 		l.closeServers()
 		return nil, err
 	}
+	if err := l.watchPods(ctx); err != nil {
+		cancel()
+		l.closeServers()
+		return nil, err
+	}
 	l.wg.Go(func() { l.schedule(ctx) })
-	l.wg.Go(func() { l.agents.kubelet(ctx) })
-	l.wg.Go(func() { l.watchWaits(ctx) })
+	l.wg.Go(func() { l.watchJobs(ctx) })
+	l.wg.Go(func() { l.failLostJobs(ctx) })
 	return l, nil
 }
 
@@ -158,7 +194,7 @@ func (l *Loop) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey})
+	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, SessionTimeout: l.opts.SessionTimeout})
 	ghSrv := l.serve(l.Sim.Handler())
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	gh, err := githubapi.New(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
@@ -274,8 +310,13 @@ func (l *Loop) schedule(ctx context.Context) {
 	}
 }
 
-// invoke runs one sweeper invocation, killed at a random point when chaos says so.
+// invoke runs one sweeper invocation, killed at a random point when chaos says
+// so, and none while the sweeper is paused.
 func (l *Loop) invoke(ctx context.Context, ev sweeper.Event) {
+	if time.Now().UnixNano() < l.pausedUntil.Load() {
+		l.fault(func(f *Faults) { f.ThrottledSweeps++ })
+		return
+	}
 	if mrand.Float64() < l.opts.Chaos.KillSweeps {
 		l.fault(func(f *Faults) { f.KilledSweeps++ })
 		var cancel context.CancelFunc
@@ -300,7 +341,8 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	if kube == nil {
 		kube = l.opts.Kube
 	}
-	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL})
+	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
+		RegistrationTimeout: l.opts.RegistrationTimeout})
 	if err != nil {
 		return err
 	}
@@ -322,7 +364,6 @@ func (l *Loop) Pools() *pool.Config { return l.pools.Load() }
 func (l *Loop) Stop() {
 	l.cancel()
 	l.wg.Wait()
-	l.agents.wait()
 	l.closeServers()
 }
 
@@ -332,22 +373,5 @@ func (l *Loop) closeServers() {
 	}
 }
 
-// Monitor records invariant violations.
-type Monitor struct {
-	mu         sync.Mutex
-	violations []string
-}
-
-// Violate records a violation.
-func (m *Monitor) Violate(format string, args ...any) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.violations = append(m.violations, fmt.Sprintf(format, args...))
-}
-
-// Violations returns what was recorded.
-func (m *Monitor) Violations() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.violations...)
-}
+// LostJobs counts the jobs failed because their runner lost communication.
+func (l *Loop) LostJobs() int { return int(l.lost.Load()) }

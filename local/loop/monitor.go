@@ -2,42 +2,368 @@ package loop
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
-// watchWaits records a violation for every job that has been queued longer than
-// the wait bound while its pool had room for another runner (fewer runners than
-// maxReplicas, not counting those being stopped). Each job is reported once.
-func (l *Loop) watchWaits(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+// Monitor records violations of the product's promises, judged by the GitHub
+// simulator's truth (which runner runs which job, how each job ended), and the
+// faults the chaos suite injected, which excuse exactly the runners they hit.
+//
+// The promises:
+//   - no runner pod is deleted, and no runner container stops, while the
+//     simulator says its runner is running a job (unless a fault hit that pod);
+//   - every job ends successfully: a job reported cancelled or failed (the
+//     simulator fails the job of a runner that died, see failLostJobs) is a
+//     violation unless a fault hit its runner's pod;
+//   - an ephemeral runner runs at most one job, however often its container restarts;
+//   - no job stays queued longer than the wait bound while its pool has room for
+//     another runner (unless a fault hit the pool);
+//   - at quiescence nothing is left (Loop.Leftovers).
+type Monitor struct {
+	mu         sync.Mutex
+	violations []string
+	reported   map[string]bool     // violations already recorded, by key
+	faults     map[string][]string // runner pod name → faults injected into it
+	poolFaults map[string]string   // pool → a fault that keeps its jobs from running
+	excused    []string
+	judged     map[int64]bool // completed jobs already judged
+
+	pods          map[types.UID]*podLife
+	online        map[string]time.Time // runner name → when the simulator first listed it online
+	restartsAfter int                  // runner containers restarted after exiting 0
+	podTime       time.Duration        // lifetimes of the runner pods gone so far
+}
+
+// podLife is what the monitor saw of one runner pod.
+type podLife struct {
+	name     string
+	pool     string
+	added    time.Time
+	deleting bool
+	gone     bool
+	stopped  map[string]bool // container ids whose termination was judged
+}
+
+func newMonitor() *Monitor {
+	return &Monitor{reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
+		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}}
+}
+
+// Violate records a violation.
+func (m *Monitor) Violate(format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+}
+
+// violateOnce records a violation unless one with the same key was recorded.
+func (m *Monitor) violateOnce(key, format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reported[key] {
+		return
+	}
+	m.reported[key] = true
+	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+}
+
+// Violations returns what was recorded.
+func (m *Monitor) Violations() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.violations)
+}
+
+// Fault records a fault about to be injected into the pod of runner (the pod's
+// name): what happens to that runner and its job is not judged.
+func (m *Monitor) Fault(runner, what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.faults[runner] = append(m.faults[runner], what)
+}
+
+// PoolFault records a fault that keeps pool's jobs from running (an image that
+// cannot be pulled): its jobs are not held to the wait bound.
+func (m *Monitor) PoolFault(pool, what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.poolFaults[pool] = what
+}
+
+// Excused lists what a violation would have been without an injected fault.
+func (m *Monitor) Excused() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.excused)
+}
+
+// judge records a violation, or an excuse when a fault hit runner.
+func (m *Monitor) judge(runner, key, format string, args ...any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.reported[key] {
+		return
+	}
+	m.reported[key] = true
+	msg := fmt.Sprintf(format, args...)
+	if f := m.faults[runner]; len(f) > 0 {
+		m.excused = append(m.excused, fmt.Sprintf("%s (after %v)", msg, f))
+		return
+	}
+	m.violations = append(m.violations, msg)
+}
+
+// RestartsAfterExit0 counts runner containers the kubelet restarted after they
+// exited 0 (ephemeral runners that finished before the sweeper removed them).
+func (m *Monitor) RestartsAfterExit0() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.restartsAfter
+}
+
+// PodTime is the sum of the lifetimes (seen created → seen gone) of the runner
+// pods gone so far: what the runners cost.
+func (m *Monitor) PodTime() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.podTime
+}
+
+// OnlineLatencies are, for every runner that came online, the time from its pod
+// being created (seen by the watch) to the simulator listing the runner online.
+func (m *Monitor) OnlineLatencies() []time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []time.Duration
+	for _, p := range m.pods {
+		if at, ok := m.online[p.name]; ok && !p.added.IsZero() {
+			out = append(out, at.Sub(p.added))
+		}
+	}
+	return out
+}
+
+// watchPods follows the pools' runner pods and judges every deletion and every
+// stop of a runner container by what the simulator says at that moment.
+func (l *Loop) watchPods(ctx context.Context) error {
+	namespaces := map[string]bool{}
+	for _, p := range l.Pools().Pools {
+		namespaces[p.Kubernetes.Namespace] = true
+	}
+	var synced []cache.InformerSynced
+	for ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(l.opts.Kube, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = runnerpod.LabelPool }))
+		inf := f.Core().V1().Pods().Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { l.podAdded(obj.(*corev1.Pod)) },
+			UpdateFunc: func(old, cur any) { l.podChanged(old.(*corev1.Pod), cur.(*corev1.Pod)) },
+			DeleteFunc: func(obj any) {
+				if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = t.Obj
+				}
+				if pod, ok := obj.(*corev1.Pod); ok {
+					l.podGone(pod)
+				}
+			},
+		}); err != nil {
+			return err
+		}
+		f.Start(ctx.Done())
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("watching runner pods: %w", ctx.Err())
+	}
+	return nil
+}
+
+func (l *Loop) podAdded(pod *corev1.Pod) {
+	m := l.Monitor
+	m.mu.Lock()
+	m.pods[pod.UID] = &podLife{name: pod.Name, pool: pod.Labels[runnerpod.LabelPool], added: time.Now(), stopped: map[string]bool{}}
+	m.mu.Unlock()
+	l.podChanged(&corev1.Pod{}, pod)
+}
+
+func (l *Loop) podChanged(old, cur *corev1.Pod) {
+	m := l.Monitor
+	m.mu.Lock()
+	life := m.pods[cur.UID]
+	if life == nil {
+		life = &podLife{name: cur.Name, pool: cur.Labels[runnerpod.LabelPool], stopped: map[string]bool{}}
+		m.pods[cur.UID] = life
+	}
+	deleted := cur.DeletionTimestamp != nil && !life.deleting
+	life.deleting = life.deleting || cur.DeletionTimestamp != nil
+	var stops []string
+	prev, now := containerStatus(old), containerStatus(cur)
+	for _, t := range []*corev1.ContainerStateTerminated{now.State.Terminated, now.LastTerminationState.Terminated} {
+		if t == nil || t.ContainerID == "" || life.stopped[t.ContainerID] {
+			continue
+		}
+		life.stopped[t.ContainerID] = true
+		if old.UID != "" || t == now.State.Terminated { // a stop seen happening, not one before the watch began
+			stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
+		}
+	}
+	if now.RestartCount > prev.RestartCount && old.UID != "" {
+		if t := now.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+			m.restartsAfter++
+		}
+	}
+	m.mu.Unlock()
+	if deleted {
+		l.judgeStop(cur, "deleted")
+	}
+	for _, how := range stops {
+		l.judgeStop(cur, how)
+	}
+}
+
+func (l *Loop) podGone(pod *corev1.Pod) {
+	m := l.Monitor
+	m.mu.Lock()
+	life := m.pods[pod.UID]
+	seen := life != nil && life.deleting
+	if life != nil && !life.gone && !life.added.IsZero() {
+		m.podTime += time.Since(life.added)
+	}
+	if life != nil {
+		life.gone = true
+	}
+	m.mu.Unlock()
+	if !seen {
+		l.judgeStop(pod, "gone")
+	}
+}
+
+func containerStatus(pod *corev1.Pod) corev1.ContainerStatus {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == runnerpod.ContainerName {
+			return cs
+		}
+	}
+	return corev1.ContainerStatus{}
+}
+
+// judgeStop: pod was deleted, disappeared or its runner container stopped; a
+// violation if the simulator says its runner is running a job right now.
+func (l *Loop) judgeStop(pod *corev1.Pod, how string) {
+	for _, j := range l.Sim.RunningJobs() {
+		if j.RunnerName == pod.Name {
+			l.Monitor.judge(pod.Name, fmt.Sprintf("stop %s %d", pod.UID, j.ID),
+				"pod %s: %s while its runner ran job %d", pod.Name, how, j.ID)
+		}
+	}
+}
+
+// watchJobs judges the simulator's jobs every second (how each one ended, how
+// many each ephemeral runner ran, how long queued ones wait) and records when
+// runners come online (every 100 ms).
+func (l *Loop) watchJobs(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	reported := map[int64]bool{}
-	for {
+	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		cfg := l.Pools()
-		for _, j := range l.Sim.Jobs() {
-			if j.State != githubsim.JobQueued || reported[j.ID] || time.Since(j.QueuedAt) < l.opts.WaitBound {
-				continue
-			}
-			p, _ := cfg.Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels})
-			if p == nil {
-				continue
-			}
-			if n, ok := l.activeRunners(ctx, p); ok && n < p.Max() {
-				reported[j.ID] = true
-				l.Monitor.Violate("job %d queued for %s while pool %s had %d of %d runners", j.ID,
-					time.Since(j.QueuedAt).Round(time.Second), p.Name, n, p.Max())
-			}
+		l.recordOnline()
+		if i%10 == 0 {
+			jobs := l.Sim.Jobs()
+			l.judgeJobs(jobs)
+			l.judgeWaits(ctx, jobs)
+		}
+	}
+}
+
+func (l *Loop) recordOnline() {
+	runners := l.Sim.Runners()
+	now := time.Now()
+	m := l.Monitor
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range runners {
+		if _, ok := m.online[r.Name]; r.Online && !ok {
+			m.online[r.Name] = now
+		}
+	}
+}
+
+// judgeJobs: every job that ended otherwise than successfully, and every
+// ephemeral runner that ran more than one job, is a violation unless a fault hit
+// the runner's pod.
+func (l *Loop) judgeJobs(jobs []githubsim.Job) {
+	cfg := l.Pools()
+	perRunner := map[string][]int64{}
+	for _, j := range jobs {
+		if j.RunnerName != "" {
+			perRunner[j.RunnerName] = append(perRunner[j.RunnerName], j.ID)
+		}
+		if j.State != githubsim.JobCompleted {
+			continue
+		}
+		l.Monitor.mu.Lock()
+		judged := l.Monitor.judged[j.ID]
+		l.Monitor.judged[j.ID] = true
+		l.Monitor.mu.Unlock()
+		if !judged && j.Conclusion != githubsim.JobSuccess {
+			l.Monitor.judge(j.RunnerName, fmt.Sprintf("job %d", j.ID), "job %d on runner %s ended %s", j.ID, j.RunnerName, j.Conclusion)
+		}
+	}
+	for _, j := range jobs {
+		ids := perRunner[j.RunnerName]
+		if len(ids) < 2 || ids[0] != j.ID {
+			continue
+		}
+		if p, _ := cfg.Route(routeOf(j)); p != nil && p.IsEphemeral() {
+			l.Monitor.judge(j.RunnerName, "runs "+j.RunnerName, "ephemeral runner %s ran %d jobs %v", j.RunnerName, len(ids), ids)
+		}
+	}
+}
+
+func routeOf(j githubsim.Job) pool.Job {
+	return pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels}
+}
+
+// judgeWaits records a violation for every job that has been queued longer than
+// the wait bound while its pool had room for another runner (fewer runners than
+// maxReplicas, not counting those being stopped). Each job is reported once.
+func (l *Loop) judgeWaits(ctx context.Context, jobs []githubsim.Job) {
+	cfg := l.Pools()
+	for _, j := range jobs {
+		if j.State != githubsim.JobQueued || time.Since(j.QueuedAt) < l.opts.WaitBound {
+			continue
+		}
+		p, _ := cfg.Route(routeOf(j))
+		if p == nil {
+			continue
+		}
+		l.Monitor.mu.Lock()
+		_, excused := l.Monitor.poolFaults[p.Name]
+		l.Monitor.mu.Unlock()
+		if excused {
+			continue
+		}
+		if n, ok := l.activeRunners(ctx, p); ok && n < p.Max() {
+			l.Monitor.violateOnce(fmt.Sprintf("wait %d", j.ID), "job %d queued for %s while pool %s had %d of %d runners", j.ID,
+				time.Since(j.QueuedAt).Round(time.Second), p.Name, n, p.Max())
 		}
 	}
 }
@@ -55,4 +381,51 @@ func (l *Loop) activeRunners(ctx context.Context, p *pool.Pool) (int, bool) {
 		}
 	}
 	return n, true
+}
+
+// Leftovers lists what the pools have left that nothing explains at quiescence:
+// StatefulSets, pods (those Terminating with our finalizer named as such),
+// Secrets, and runners on GitHub. Containers of deleted pods are the kubelet's
+// business, not the product's: they are not looked at.
+func (l *Loop) Leftovers(ctx context.Context) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range l.Pools().Pools {
+		ns := p.Kubernetes.Namespace
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		opts := metav1.ListOptions{LabelSelector: runnerpod.LabelPool}
+		stss, err := l.opts.Kube.AppsV1().StatefulSets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range stss.Items {
+			out = append(out, "statefulset "+ns+"/"+s.Name)
+		}
+		pods, err := l.opts.Kube.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, pod := range pods.Items {
+			what := "pod "
+			if pod.DeletionTimestamp != nil && slices.Contains(pod.Finalizers, runnerpod.Finalizer) {
+				what = "pod Terminating with our finalizer "
+			}
+			out = append(out, what+ns+"/"+pod.Name)
+		}
+		secrets, err := l.opts.Kube.CoreV1().Secrets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range secrets.Items {
+			out = append(out, "secret "+ns+"/"+s.Name)
+		}
+	}
+	for _, r := range l.Sim.Runners() {
+		out = append(out, fmt.Sprintf("github runner %s (id %d)", r.Name, r.ID))
+	}
+	sort.Strings(out)
+	return out, nil
 }

@@ -93,6 +93,8 @@ type PoolStats struct {
 	Queued, Running, Done int
 	Desired               int
 	Phases                map[string]int
+	// Stuck names the runners that are not running, by why (the last sweep's view).
+	Stuck map[string]string
 	WaitP50, WaitP95      time.Duration
 }
 
@@ -127,7 +129,7 @@ func (l *Loop) Stats(ctx context.Context) []PoolStats {
 	for i := range l.Pools().Pools {
 		s := byPool[l.Pools().Pools[i].Name]
 		if st, err := l.status.Get(ctx, s.Pool); err == nil {
-			s.Desired, s.Phases = st.Desired, st.Phases
+			s.Desired, s.Phases, s.Stuck = st.Desired, st.Phases, st.Stuck
 		}
 		s.WaitP50, s.WaitP95 = percentile(waits[s.Pool], 50), percentile(waits[s.Pool], 95)
 		out = append(out, *s)

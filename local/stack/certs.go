@@ -27,7 +27,9 @@ type pki struct {
 func (p *pki) path(name string) string { return filepath.Join(p.dir, name) }
 
 // newPKI creates (or loads, when the files exist) the CA, the API server's serving
-// certificate, the admin client certificate and the service-account key pair in dir.
+// certificate, the client certificates of the admin, of the API server towards
+// kubelets, of the scheduler and of the node, the kubelet's serving certificate,
+// and the service-account key pair in dir. Files that exist are kept.
 func newPKI(dir string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating pki dir: %w", err)
@@ -36,20 +38,49 @@ func newPKI(dir string) (*pki, error) {
 	if err := p.loadOrCreateCA(); err != nil {
 		return nil, err
 	}
+	loopback := []net.IP{net.ParseIP("127.0.0.1")}
+	certs := []struct {
+		name  string
+		issue func(name string) error
+	}{
+		{"apiserver", func(name string) error {
+			return p.issue(name, &x509.Certificate{
+				Subject:     pkix.Name{CommonName: "kube-apiserver"},
+				DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+				IPAddresses: loopback,
+				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			})
+		}},
+		{"admin", func(name string) error { return p.IssueClient(name, "admin", []string{"system:masters"}) }},
+		// The kubelet lets any client with a certificate of this CA in (AlwaysAllow).
+		{"apiserver-kubelet-client", func(name string) error {
+			return p.IssueClient(name, "kube-apiserver-kubelet-client", []string{"system:masters"})
+		}},
+		// RBAC's bootstrap policy binds system:kube-scheduler to what the scheduler needs.
+		{"scheduler", func(name string) error { return p.IssueClient(name, "system:kube-scheduler", nil) }},
+		// The Node authorizer and NodeRestriction know a kubelet by this name and group.
+		{"node", func(name string) error {
+			return p.IssueClient(name, "system:node:"+NodeName, []string{"system:nodes"})
+		}},
+		{"kubelet-serving", func(name string) error {
+			return p.issue(name, &x509.Certificate{
+				Subject:     pkix.Name{CommonName: NodeName},
+				DNSNames:    []string{NodeName},
+				IPAddresses: loopback,
+				ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			})
+		}},
+	}
+	for _, c := range certs {
+		if _, err := os.Stat(p.path(c.name + ".key")); err == nil {
+			continue
+		}
+		if err := c.issue(c.name); err != nil {
+			return nil, err
+		}
+	}
 	if _, err := os.Stat(p.path("sa.key")); err == nil {
 		return p, nil
-	}
-	serving := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver"},
-		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	if err := p.issue("apiserver", serving); err != nil {
-		return nil, err
-	}
-	if err := p.IssueClient("admin", "admin", []string{"system:masters"}); err != nil {
-		return nil, err
 	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -1,12 +1,16 @@
 // Package stack runs the local stack of real servers the product is tested and
-// demonstrated against: dynalite (the DynamoDB API, from npm) and a Kubernetes
-// control plane (etcd, kube-apiserver, kube-controller-manager, built from the Go
-// module proxy by local/kube-build.sh). Everything listens on 127.0.0.1 only.
+// demonstrated against: dynalite (the DynamoDB API, from npm), a Kubernetes
+// control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+// built from the Go module proxy by local/kube-build.sh) and, with Options.Node,
+// one node that runs real containers: a kubelet (same build) on containerd and
+// runc from Debian, with a pause image built here (no registry is reachable).
+// Everything listens on 127.0.0.1 only.
 //
 // Up starts the servers and writes, in the stack's directory, a kubeconfig, an env
-// file and a state file naming their process ids; Down stops them in the order
-// controller-manager, apiserver, etcd, dynalite. Up is idempotent: when the state
-// file names a healthy stack, it is reused.
+// file and a state file naming their process ids; Down stops them in the reverse
+// order: kubelet, the node's containers, containerd, scheduler, controller-manager,
+// apiserver, etcd, dynalite, and unmounts what the node mounted. Up is idempotent:
+// when the state file names a healthy stack, it is reused.
 package stack
 
 import (
@@ -15,11 +19,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,6 +34,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/runnerscaler/runnerscaler/local/ociimage"
 )
 
 // Options says where the stack lives and how its processes relate to the caller.
@@ -36,9 +44,14 @@ type Options struct {
 	Dir string
 	// Root is the repository root, where local/dynalite and local/kube-build.sh are.
 	Root string
-	// KubeBinDir, when set, holds prebuilt etcd, kube-apiserver and kube-controller-manager;
-	// otherwise local/kube-build.sh builds (or finds in its cache) them.
+	// KubeBinDir, when set, holds prebuilt etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler and kubelet; otherwise local/kube-build.sh builds (or finds in its
+	// cache) them.
 	KubeBinDir string
+	// Node also starts kube-scheduler, containerd and a kubelet, and Up returns once
+	// the node is Ready and schedulable. It needs root, and containerd, runc and the
+	// CNI plugins from Debian (Up says how to install what is missing).
+	Node bool
 	// Detach lets the servers outlive the calling process (the `stack up` command);
 	// otherwise they are killed when it exits (tests).
 	Detach bool
@@ -55,11 +68,17 @@ type Stack struct {
 	DynamoEndpoint string `json:"dynamoEndpoint"`
 	// Kubeconfig is the path of an admin kubeconfig for the API server.
 	Kubeconfig string `json:"kubeconfig"`
+	// ContainerdAddress is the unix socket of the node's containerd (ociimage.Import,
+	// ctr --address); empty when the stack runs no node.
+	ContainerdAddress string `json:"containerdAddress,omitempty"`
+	// NodeName is the name of the stack's node; empty when it runs none.
+	NodeName string `json:"nodeName,omitempty"`
 	// Procs are the servers, in start order.
 	Procs []Proc `json:"procs"`
 
-	dir  string
-	cmds []*exec.Cmd
+	dir    string
+	server string // the API server's URL
+	cmds   []*exec.Cmd
 }
 
 // Proc names one server process of the stack.
@@ -75,13 +94,23 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating stack dir: %w", err)
 	}
-	if s, err := Load(opts.Dir); err == nil && s.healthy(ctx) == nil {
+	if s, err := Load(opts.Dir); err == nil && (s.NodeName != "" || !opts.Node) && s.healthy(ctx) == nil {
 		progress(opts, "stack: already running in %s", opts.Dir)
 		return s, nil
 	}
-	_ = Down(opts.Dir) // leftovers of a stack that is not healthy
+	if opts.Node {
+		if err := nodePrerequisites(); err != nil {
+			return nil, err
+		}
+	}
+	if err := Down(opts.Dir); err != nil { // leftovers of a stack that is not healthy
+		progress(opts, "stack: stopping the previous stack: %v", err)
+	}
 	bins, err := kubeBinaries(ctx, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkBinaries(bins, opts.Node); err != nil {
 		return nil, err
 	}
 	s := &Stack{dir: opts.Dir}
@@ -115,6 +144,12 @@ func (s *Stack) start(ctx context.Context, opts Options, bins string) error {
 	if err := s.startControllerManager(opts, bins); err != nil {
 		return err
 	}
+	if opts.Node {
+		if err := s.startNode(ctx, opts, bins, p); err != nil {
+			return err
+		}
+		s.NodeName = NodeName
+	}
 	progress(opts, "stack: ready in %.1fs (dynamodb %s, kubeconfig %s)", time.Since(started).Seconds(), s.DynamoEndpoint, s.Kubeconfig)
 	return nil
 }
@@ -126,7 +161,7 @@ func (s *Stack) startDynalite(ctx context.Context, opts Options) error {
 	if opts.PersistDynamo {
 		args = append(args, "--path", filepath.Join(opts.Dir, "dynamo"))
 	}
-	if err := s.spawn(opts, "dynalite", "node", args...); err != nil {
+	if err := s.spawn(opts, nil, "dynalite", "node", args...); err != nil {
 		return err
 	}
 	var port string
@@ -150,7 +185,7 @@ func (s *Stack) startEtcd(ctx context.Context, opts Options, bins string) (strin
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(freePort())
 	dataDir := filepath.Join(opts.Dir, "etcd")
 	_ = os.RemoveAll(dataDir) // the control plane starts empty; only DynamoDB data persists
-	err := s.spawn(opts, "etcd", filepath.Join(bins, "etcd"),
+	err := s.spawn(opts, nil, "etcd", filepath.Join(bins, "etcd"),
 		"--name=local", "--data-dir="+dataDir, "--unsafe-no-fsync",
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
 		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
@@ -177,12 +212,18 @@ func (s *Stack) startEtcd(ctx context.Context, opts Options, bins string) (strin
 
 func (s *Stack) startAPIServer(ctx context.Context, opts Options, bins string, p *pki, etcdURL string) error {
 	port := freePort()
-	err := s.spawn(opts, "kube-apiserver", filepath.Join(bins, "kube-apiserver"),
+	err := s.spawn(opts, nil, "kube-apiserver", filepath.Join(bins, "kube-apiserver"),
 		"--etcd-servers="+etcdURL,
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--tls-cert-file="+p.path("apiserver.crt"), "--tls-private-key-file="+p.path("apiserver.key"),
 		"--client-ca-file="+p.path("ca.crt"),
-		"--authorization-mode=RBAC",
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		// The API server reaches the kubelet on loopback (the node's Hostname is
+		// localhost) and checks its serving certificate.
+		"--kubelet-preferred-address-types=Hostname",
+		"--kubelet-certificate-authority="+p.path("ca.crt"),
+		"--kubelet-client-certificate="+p.path("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key="+p.path("apiserver-kubelet-client.key"),
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file="+p.path("sa.pub"),
 		"--service-account-signing-key-file="+p.path("sa.key"),
@@ -195,7 +236,8 @@ func (s *Stack) startAPIServer(ctx context.Context, opts Options, bins string, p
 		return err
 	}
 	s.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
-	if err := writeKubeconfig(s.Kubeconfig, "https://127.0.0.1:"+strconv.Itoa(port), p, "admin"); err != nil {
+	s.server = "https://127.0.0.1:" + strconv.Itoa(port)
+	if err := writeKubeconfig(s.Kubeconfig, s.server, p, "admin"); err != nil {
 		return err
 	}
 	if err := poll(ctx, 90*time.Second, func() error {
@@ -210,10 +252,13 @@ func (s *Stack) startAPIServer(ctx context.Context, opts Options, bins string, p
 }
 
 func (s *Stack) startControllerManager(opts Options, bins string) error {
-	return s.spawn(opts, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
+	// The node-lifecycle controller removes the not-ready taint a kubelet registers
+	// its node with, once the node is Ready.
+	return s.spawn(opts, nil, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
 		"--kubeconfig="+s.Kubeconfig,
 		"--leader-elect=false", "--secure-port=0",
-		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller",
+		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller",
+		"--node-monitor-period=2s",
 		"--concurrent-statefulset-syncs=10",
 		"--use-service-account-credentials=false")
 }
@@ -251,10 +296,17 @@ func (s *Stack) healthy(ctx context.Context) error {
 		return fmt.Errorf("dynalite: %w", err)
 	}
 	resp.Body.Close()
-	return s.apiReady(ctx)
+	if err := s.apiReady(ctx); err != nil {
+		return err
+	}
+	if s.NodeName != "" {
+		return s.nodeReady(ctx)
+	}
+	return nil
 }
 
-func (s *Stack) spawn(opts Options, name, bin string, args ...string) error {
+// spawn starts a server with the caller's environment plus env.
+func (s *Stack) spawn(opts Options, env []string, name, bin string, args ...string) error {
 	logf, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return fmt.Errorf("opening %s log: %w", name, err)
@@ -262,6 +314,9 @@ func (s *Stack) spawn(opts Options, name, bin string, args ...string) error {
 	defer logf.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if !opts.Detach {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
@@ -298,23 +353,32 @@ func (s *Stack) save() error {
 	return os.WriteFile(filepath.Join(s.dir, "env"), []byte(s.EnvFile()), 0o644)
 }
 
-// Env is the environment a program needs to use the stack.
+// Env is the environment a program needs to use the stack. With a node, it holds
+// CONTAINERD_ADDRESS and CONTAINERD_NAMESPACE, which `ctr` reads, so that
+// `ctr images ls` after sourcing the env file lists the node's images.
 func (s *Stack) Env() map[string]string {
-	return map[string]string{
+	env := map[string]string{
 		"DYNAMODB_ENDPOINT":     s.DynamoEndpoint,
 		"KUBECONFIG":            s.Kubeconfig,
 		"AWS_REGION":            "us-east-1",
 		"AWS_ACCESS_KEY_ID":     "local",
 		"AWS_SECRET_ACCESS_KEY": "local",
 	}
+	if s.ContainerdAddress != "" {
+		env[EnvContainerdAddress] = s.ContainerdAddress
+		env["CONTAINERD_NAMESPACE"] = ociimage.Namespace
+	}
+	return env
 }
+
+// EnvContainerdAddress names the node's containerd socket in Env.
+const EnvContainerdAddress = "CONTAINERD_ADDRESS"
 
 // EnvFile renders Env as shell `export` lines, sorted.
 func (s *Stack) EnvFile() string {
-	keys := []string{"AWS_ACCESS_KEY_ID", "AWS_REGION", "AWS_SECRET_ACCESS_KEY", "DYNAMODB_ENDPOINT", "KUBECONFIG"}
 	var b strings.Builder
 	env := s.Env()
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		fmt.Fprintf(&b, "export %s=%s\n", k, env[k])
 	}
 	return b.String()
@@ -334,10 +398,11 @@ func Load(dir string) (*Stack, error) {
 }
 
 // Down stops the stack whose state is in dir, if any, and removes the state file.
+// Without a state file, it still unmounts what a node may have left mounted in dir.
 func Down(dir string) error {
 	s, err := Load(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return unmountUnder(dir)
 	}
 	if err != nil {
 		return err
@@ -346,15 +411,13 @@ func Down(dir string) error {
 }
 
 // Stop terminates the stack's processes in reverse start order, each given 10 s
-// to exit after SIGTERM before SIGKILL, and removes the state file.
+// to exit after SIGTERM before SIGKILL, and removes the state file. The node's
+// containers are deleted between the kubelet and containerd, and what the node
+// leaves (shims, mounts, the bridge) is removed after containerd.
 func (s *Stack) Stop() error {
 	var errs []error
-	for i := len(s.Procs) - 1; i >= 0; i-- {
-		var cmd *exec.Cmd
-		if i < len(s.cmds) {
-			cmd = s.cmds[i]
-		}
-		if err := terminate(s.Procs[i], cmd); err != nil {
+	for _, step := range s.stopSteps() {
+		if err := step(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -362,6 +425,26 @@ func (s *Stack) Stop() error {
 		_ = os.Remove(filepath.Join(s.dir, stateFile))
 	}
 	return errors.Join(errs...)
+}
+
+// stopSteps is the teardown, in order; each step runs whatever the previous did.
+func (s *Stack) stopSteps() []func() error {
+	var steps []func() error
+	for i := len(s.Procs) - 1; i >= 0; i-- {
+		var cmd *exec.Cmd
+		if i < len(s.cmds) {
+			cmd = s.cmds[i]
+		}
+		p := s.Procs[i]
+		if p.Name == "containerd" {
+			steps = append(steps, s.removeContainers)
+		}
+		steps = append(steps, func() error { return terminate(p, cmd) })
+		if p.Name == "containerd" {
+			steps = append(steps, s.cleanNode)
+		}
+	}
+	return steps
 }
 
 func terminate(p Proc, cmd *exec.Cmd) error {
@@ -419,6 +502,20 @@ func kubeBinaries(ctx context.Context, opts Options) (string, error) {
 		return "", fmt.Errorf("building Kubernetes binaries with local/kube-build.sh: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// checkBinaries fails when bins lacks a binary the stack is about to run.
+func checkBinaries(bins string, node bool) error {
+	names := []string{"etcd", "kube-apiserver", "kube-controller-manager"}
+	if node {
+		names = append(names, "kube-scheduler", "kubelet")
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(bins, n)); err != nil {
+			return fmt.Errorf("Kubernetes binaries in %s: %w (local/kube-build.sh builds them all)", bins, err)
+		}
+	}
+	return nil
 }
 
 func writeKubeconfig(path, server string, p *pki, user string) error {

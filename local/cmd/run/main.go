@@ -1,11 +1,15 @@
 // Command run is `make run`: the whole system on the local stack. It brings up
-// dynalite, etcd, kube-apiserver and kube-controller-manager, then the closed loop
-// (package loop): the real webhook handler on http://127.0.0.1:8080/webhook, the
-// real sweeper (nudged, and on a short schedule), the GitHub simulator acting as
-// the Actions service, and a kubelet/runner-agent simulator. A job stream — a
-// generated one by default, or -trace FILE — runs through it while a table per
-// pool refreshes every second; Ctrl-C (or -until-idle) stops everything and prints
-// a summary.
+// dynalite, etcd, kube-apiserver, kube-controller-manager and the node
+// (kube-scheduler, a kubelet on containerd and runc), builds the runner image
+// (local/runnerimage) and imports it into the node as
+// localhost/runnerscaler/runner:local (the image local/pools.yaml names), then
+// runs the closed loop (package loop): the real webhook handler on
+// http://127.0.0.1:8080/webhook, the real sweeper (nudged, and on a short
+// schedule), the GitHub simulator acting as the Actions service, and runners as
+// real pods on the node (runner/entrypoint.sh around the fake actions runner). A
+// job stream — a generated one by default, or -trace FILE — runs through it while
+// a table per pool refreshes every second; Ctrl-C (or -until-idle) stops
+// everything and prints a summary.
 package main
 
 import (
@@ -13,11 +17,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,7 +75,7 @@ func run(f flags) error {
 		}
 	}
 	root, _ := os.Getwd()
-	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, Progress: os.Stderr})
+	s, err := stack.Up(ctx, stack.Options{Dir: filepath.Join(root, ".stack"), Root: root, Progress: os.Stderr, Node: true})
 	if err != nil {
 		return err
 	}
@@ -83,7 +88,17 @@ func run(f flags) error {
 		return err
 	}
 	defer logs.Close()
-	l, err := startLoop(ctx, s, cfg, f, logs)
+	log := slog.New(slog.NewTextHandler(logs, nil))
+	fmt.Fprintln(os.Stderr, "run: building the runner image and importing it into the node")
+	img, err := loop.RunnerImage(ctx, s.ContainerdAddress, log)
+	if err != nil {
+		return err
+	}
+	if err := loop.TagImage(ctx, s.ContainerdAddress, img, LocalImage); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "run: runner image %s, imported as %s\n", img, LocalImage)
+	l, err := startLoop(ctx, s, cfg, f, log)
 	if err != nil {
 		return err
 	}
@@ -96,7 +111,10 @@ func run(f flags) error {
 	return nil
 }
 
-func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, logs io.Writer) (*loop.Loop, error) {
+// LocalImage is the runner image's name in local/pools.yaml.
+const LocalImage = "localhost/runnerscaler/runner:local"
+
+func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, log *slog.Logger) (*loop.Loop, error) {
 	db := s.DynamoDB()
 	tableName := "runnerscaler-" + time.Now().UTC().Format("20060102-150405")
 	if err := table.Create(ctx, db, tableName); err != nil {
@@ -113,8 +131,8 @@ func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, l
 	if err := stack.EnsureNamespaces(ctx, kc, names...); err != nil {
 		return nil, err
 	}
-	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, SweepEvery: f.every,
-		Secret: f.secret, WebhookAddr: f.listen, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, ContainerdAddress: s.ContainerdAddress,
+		SweepEvery: f.every, Secret: f.secret, WebhookAddr: f.listen, Log: log})
 }
 
 // view refreshes a table per pool every second until ctx ends (or, with
@@ -147,6 +165,11 @@ func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool) {
 				idle = idle && n == 0
 			}
 		}
+		for _, s := range stats {
+			for _, name := range slices.Sorted(maps.Keys(s.Stuck)) {
+				fmt.Fprintf(&b, "  %s: %s is stuck: %s\n", s.Pool, name, s.Stuck[name])
+			}
+		}
 		fmt.Fprintf(&b, "\njobs %d/%d done, invariant violations: %d\n", done, total, len(l.Monitor.Violations()))
 		if tty {
 			fmt.Print(b.String())
@@ -154,16 +177,20 @@ func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool) {
 			fmt.Print(b.String())
 		}
 		if untilIdle && done == total && idle {
-			return
+			if left, err := l.Leftovers(ctx); err == nil && len(left) == 0 {
+				return
+			}
 		}
 	}
 }
 
 func summary(l *loop.Loop) {
-	ws := l.Waits()
-	fmt.Printf("\nsummary: %d jobs started, wait p50 %s p95 %s max %s; invariant violations: %d\n", len(ws),
+	ws, on := l.Waits(), l.Monitor.OnlineLatencies()
+	fmt.Printf("\nsummary: %d jobs started, wait p50 %s p95 %s max %s; pod created → runner online p50 %s p95 %s (%d runners); "+
+		"%d runner containers restarted after exit 0; invariant violations: %d\n", len(ws),
 		loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
-		loop.Percentile(ws, 100).Round(time.Millisecond), len(l.Monitor.Violations()))
+		loop.Percentile(ws, 100).Round(time.Millisecond), loop.Percentile(on, 50).Round(time.Millisecond),
+		loop.Percentile(on, 95).Round(time.Millisecond), len(on), l.Monitor.RestartsAfterExit0(), len(l.Monitor.Violations()))
 	for _, v := range l.Monitor.Violations() {
 		fmt.Println("  violation:", v)
 	}

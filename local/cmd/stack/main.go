@@ -1,11 +1,13 @@
 // Command stack starts and stops the local stack (dynalite + etcd + kube-apiserver +
-// kube-controller-manager on 127.0.0.1) that `make run` and `make test` use.
+// kube-controller-manager + kube-scheduler on 127.0.0.1, and a node: containerd and
+// a kubelet) that `make test` uses.
 //
 //	go run ./local/cmd/stack up    # start (or reuse) the stack, print its env file
 //	go run ./local/cmd/stack env   # print the env file of the running stack
 //	go run ./local/cmd/stack down  # stop every process of the stack
 //
 // The stack lives in $RUNNERSCALER_STACK_DIR (default .stack in the repository).
+// The node needs root; RUNNERSCALER_NODE=0 starts the stack without it.
 package main
 
 import (
@@ -49,6 +51,7 @@ func run(args []string) error {
 		s, err := stack.Up(ctx, stack.Options{
 			Dir: dir, Root: root, Detach: true, PersistDynamo: os.Getenv("RUNNERSCALER_PERSIST") != "",
 			KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN"), Progress: os.Stderr,
+			Node:       os.Getenv("RUNNERSCALER_NODE") != "0",
 		})
 		if err != nil {
 			return err

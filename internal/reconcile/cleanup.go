@@ -1,0 +1,137 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// cleanup finishes what failed or interrupted creations left: the pool's ownerless
+// Secrets. create writes a runner's Secret before anything else of it, so every
+// leftover has one. A Secret whose StatefulSet exists is adopted; one older than
+// the orphan grace is an orphan: its GitHub runner, if there is one, is removed
+// first, then the Secret. Only runners named in one of our Secrets are removed:
+// a runner of another deployment, or an ARC runner, with a similar name is not
+// this deployment's.
+//
+// It costs a list of Secrets, so it runs only when due (cleanupDue).
+func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
+	if !r.cleanupDue(s) {
+		return nil
+	}
+	ns := s.p.Kubernetes.Namespace
+	secs, err := r.kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool + "=" + s.p.Name})
+	if err != nil {
+		return fmt.Errorf("listing secrets of pool %s: %w", s.p.Name, err)
+	}
+	live := map[string]*appsv1.StatefulSet{}
+	for _, rn := range s.runners {
+		live[rn.name()] = rn.sts
+	}
+	var errs []error
+	pending := false
+	for i := range secs.Items {
+		sec := &secs.Items[i]
+		if len(sec.OwnerReferences) > 0 || sec.DeletionTimestamp != nil {
+			continue
+		}
+		done, err := r.cleanupSecret(ctx, s, sec, live[sec.Name])
+		pending = pending || !done
+		errs = append(errs, err)
+	}
+	s.st.LastCleanup = s.now
+	if pending {
+		s.st.LastCleanup = time.Time{} // due again at the next sweep
+	}
+	return errors.Join(errs...)
+}
+
+// cleanupDue: in a sweep where a creation failed; in the sweeps that follow
+// creations, within the recreation delay (a sweeper killed between creation steps
+// records nothing, but the sweeps after it see its Secret); and at least every
+// CleanupInterval, measured by the injected clock and recorded in the pool status
+// (LastCleanup; zero when the last cleanup left something to look at again). Not
+// in a sweep whose creations all succeeded (the fast path), nor in a steady one.
+func (r *Reconciler) cleanupDue(s *sweep) bool {
+	switch {
+	case s.createFailed:
+		return true
+	case s.created > 0:
+		return false
+	case s.now.Sub(s.st.LastCleanup) >= r.opts.CleanupInterval:
+		return true
+	}
+	return !s.st.LastSync.IsZero() && s.now.Sub(s.st.LastSync) <= r.opts.RecreationDelay
+}
+
+// cleanupSecret adopts an ownerless Secret whose StatefulSet exists, or finishes
+// an orphaned one. done is false when the Secret must be looked at again.
+func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Secret, sts *appsv1.StatefulSet) (bool, error) {
+	if sts != nil {
+		runnerpod.Own(sec, sts)
+		if _, err := r.kube.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+			return false, fmt.Errorf("adopting secret %s: %w", sec.Name, err)
+		}
+		return true, nil
+	}
+	if s.now.Sub(writtenAt(sec)) < r.opts.OrphanGrace {
+		return false, nil // a sweeper whose lease lapsed may still be creating it
+	}
+	return r.releaseSecret(ctx, s, sec)
+}
+
+// releaseSecret removes an orphaned Secret's runner from GitHub — by the runner id
+// the Secret recorded, else by its name in the scope's list — and then the Secret.
+// A runner GitHub does not release (busy, or an error) keeps the Secret, the
+// record, for the next cleanup.
+func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Secret) (bool, error) {
+	id, err := r.secretRunnerID(ctx, s, sec)
+	if err != nil {
+		s.log.Warn("cannot list runners to finish an orphaned secret; retrying later", "secret", sec.Name, "error", err)
+		return false, nil
+	}
+	if id != 0 {
+		if err := s.gh.remove(ctx, s.p.Scope(), id); err != nil && !errors.Is(err, githubapi.ErrNotFound) {
+			s.log.Warn("cannot remove the runner of an orphaned secret; retrying later", "secret", sec.Name, "id", id, "error", err)
+			return false, nil
+		}
+	}
+	err = r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, fmt.Errorf("deleting orphaned secret %s: %w", sec.Name, err)
+	}
+	s.log.Info("removed what an unfinished runner creation left", "runner", sec.Name, "runnerId", id)
+	return true, nil
+}
+
+// secretRunnerID is the GitHub runner of an orphaned Secret: the id it recorded
+// (JIT), else the runner named after it, if GitHub lists one; 0 when none.
+func (r *Reconciler) secretRunnerID(ctx context.Context, s *sweep, sec *corev1.Secret) (int64, error) {
+	if id, err := strconv.ParseInt(sec.Annotations[runnerpod.AnnotationRunnerID], 10, 64); err == nil && id > 0 {
+		return id, nil
+	}
+	gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(sec.Name))
+	if err != nil || !found {
+		return 0, err
+	}
+	return gr.ID, nil
+}
+
+// writtenAt is when create wrote the Secret, by the sweeper's clock (the API
+// server's creation time for Secrets written before that was recorded).
+func writtenAt(sec *corev1.Secret) time.Time {
+	if t, err := time.Parse(time.RFC3339, sec.Annotations[runnerpod.AnnotationSyncTime]); err == nil {
+		return t
+	}
+	return sec.CreationTimestamp.Time
+}

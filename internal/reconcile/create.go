@@ -1,0 +1,167 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// create makes one runner, writing the record of what it makes before making it:
+//  1. the runner's Secret, empty, labelled with the pool — this deployment's
+//     claim on the runner's name, on Kubernetes and on GitHub;
+//  2. the credentials (a JIT config registers the runner on GitHub), written into
+//     the Secret with the runner id;
+//  3. the StatefulSet;
+//  4. the StatefulSet made the Secret's owner.
+//
+// A step that fails undoes the ones before it. A crash between steps leaves an
+// ownerless Secret, which cleanup finishes (its runner removed from GitHub first).
+// Before the first creation of a template, the API server is asked to admit its
+// StatefulSet (dryRun), so that a template it refuses costs no registration.
+func (r *Reconciler) create(ctx context.Context, s *sweep) error {
+	if err := r.createRunner(ctx, s); err != nil {
+		s.createFailed = true // cleanup runs in this sweep
+		return err
+	}
+	return nil
+}
+
+func (r *Reconciler) createRunner(ctx context.Context, s *sweep) error {
+	if err := r.dryRun(ctx, s); err != nil {
+		return err
+	}
+	spec := r.spec(s, runnerpod.NewName(s.p.Name))
+	secrets := r.kube.CoreV1().Secrets(s.p.Kubernetes.Namespace)
+	sec, err := secrets.Create(ctx, runnerpod.Secret(spec), metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating secret of runner %s: %w", spec.Name, err)
+	}
+	sts, err := r.build(ctx, s, &spec, sec)
+	switch {
+	case errors.Is(err, errMaybeRegistered):
+		return fmt.Errorf("%w (its secret stays: cleanup removes the runner if GitHub has it)", err)
+	case err != nil:
+		return errors.Join(err, r.undo(ctx, s, sec, spec.Creds.RunnerID))
+	}
+	s.runners = append(s.runners, &runner{sts: sts, phase: Pending})
+	s.log.Info("runner created", "runner", spec.Name, "runnerId", spec.Creds.RunnerID)
+	runnerpod.Own(sec, sts)
+	if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("owning secret of runner %s (cleanup adopts it): %w", spec.Name, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) spec(s *sweep, name string) runnerpod.Spec {
+	return runnerpod.Spec{Pool: s.p, Template: s.template.tmpl, Hash: s.template.hash, Name: name,
+		GitHubURL: r.opts.GitHubURL, Now: s.now}
+}
+
+// build gets the runner's credentials, writes them into its Secret (sec is
+// updated in place) and creates its StatefulSet.
+func (r *Reconciler) build(ctx context.Context, s *sweep, spec *runnerpod.Spec, sec *corev1.Secret) (*appsv1.StatefulSet, error) {
+	var err error
+	if spec.Creds, err = r.credentials(ctx, s, spec.Name); err != nil {
+		return nil, err
+	}
+	runnerpod.SetCredentials(sec, spec.Creds)
+	filled, err := r.kube.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("writing credentials of runner %s: %w", spec.Name, err)
+	}
+	*sec = *filled
+	sts, err := r.kube.AppsV1().StatefulSets(sec.Namespace).Create(ctx, runnerpod.StatefulSet(*spec), metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("creating statefulset of runner %s: %w", spec.Name, err)
+	}
+	return sts, nil
+}
+
+// undo removes what a failed creation made, newest first: the JIT registration
+// (RemoveRunner answered 204 or 404), then the Secret. When GitHub cannot be told,
+// the Secret stays: it is the record from which cleanup removes the runner later.
+// (A registration token registers nothing: there is only the Secret to delete.)
+func (r *Reconciler) undo(ctx context.Context, s *sweep, sec *corev1.Secret, id int64) error {
+	if id != 0 {
+		if err := s.gh.remove(ctx, s.p.Scope(), id); err != nil && !errors.Is(err, githubapi.ErrNotFound) {
+			return fmt.Errorf("undoing creation of runner %s: removing its registration %d (cleanup retries): %w", sec.Name, id, err)
+		}
+	}
+	err := r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("undoing creation of runner %s: deleting its secret (cleanup retries): %w", sec.Name, err)
+	}
+	s.log.Info("undid a failed runner creation", "runner", sec.Name, "runnerId", id)
+	return nil
+}
+
+// dryRun asks the API server to admit the pool's StatefulSet (a server-side dry
+// run: admission, validation and quota, nothing stored), once per template hash for
+// the life of the process, before the first creation: a template it refuses (an
+// invalid field Validate does not know, an admission policy, a StatefulSet quota)
+// then fails the creation before GitHub registers a runner or a Secret is written.
+// A refusal is not remembered: the next creation asks again (one write, no GitHub
+// call). Refusals that come later (a quota filled since) are undone by create.
+func (r *Reconciler) dryRun(ctx context.Context, s *sweep) error {
+	if _, ok := r.admitted.Load(s.template.hash); ok {
+		return nil
+	}
+	spec := r.spec(s, runnerpod.NewName(s.p.Name))
+	spec.Creds = runnerpod.Credentials{Token: "dry-run"}
+	if s.p.IsEphemeral() {
+		spec.Creds = runnerpod.Credentials{JITConfig: "dry-run"}
+	}
+	_, err := r.kube.AppsV1().StatefulSets(s.p.Kubernetes.Namespace).Create(ctx, runnerpod.StatefulSet(spec),
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		return fmt.Errorf("pool %s: the API server does not admit its StatefulSet (dry run): %w", s.p.Name, err)
+	}
+	r.admitted.Store(s.template.hash, true)
+	return nil
+}
+
+// errMaybeRegistered: the JIT request failed without saying whether GitHub created
+// the runner (a 5xx, a lost connection, a timeout). A definite refusal (4xx) did
+// not; in particular a 409 means the name belongs to a runner that is not ours.
+var errMaybeRegistered = errors.New("GitHub may have registered the runner")
+
+func mayHaveRegistered(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, githubapi.ErrServer) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &netErr)
+}
+
+func (r *Reconciler) credentials(ctx context.Context, s *sweep, name string) (runnerpod.Credentials, error) {
+	p := s.p
+	if !p.IsEphemeral() {
+		tok, err := r.gh.RegistrationToken(ctx, p.Scope())
+		s.gh.count()
+		if err != nil {
+			return runnerpod.Credentials{}, fmt.Errorf("registration token for runner %s: %w", name, err)
+		}
+		return runnerpod.Credentials{Token: tok.Token, TokenExpiresAt: tok.ExpiresAt}, nil
+	}
+	group, err := r.gh.RunnerGroupID(ctx, p.Scope(), p.Group)
+	if err != nil {
+		return runnerpod.Credentials{}, fmt.Errorf("runner group of pool %s: %w", p.Name, err)
+	}
+	jit, err := r.gh.JITConfig(ctx, p.Scope(), runnerpod.PodName(name), p.AllLabels(), group)
+	s.gh.count()
+	if err != nil && mayHaveRegistered(err) {
+		err = fmt.Errorf("%w: %w", errMaybeRegistered, err)
+	}
+	if err != nil {
+		return runnerpod.Credentials{}, fmt.Errorf("JIT config for runner %s: %w", name, err)
+	}
+	return runnerpod.Credentials{RunnerID: jit.RunnerID, JITConfig: jit.EncodedConfig}, nil
+}

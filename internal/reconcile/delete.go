@@ -1,0 +1,158 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// deleteRunner deletes an unregistered runner: its StatefulSet first, then our
+// finalizer from its pod. In this order the StatefulSet controller cannot put a
+// new pod in the old one's place: while the StatefulSet exists its pod is held by
+// the finalizer (perhaps Terminating, never gone), and once the StatefulSet is
+// gone nothing recreates it. The pod, the Secret and the volume claims then go by
+// garbage collection. A pod the controller was creating anyway (the runner had
+// none when the sweep looked) is left with our finalizer and no owner:
+// finishOrphans finishes it.
+func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) error {
+	policy := metav1.DeletePropagationBackground
+	err := r.kube.AppsV1().StatefulSets(rn.sts.Namespace).Delete(ctx, rn.name(), metav1.DeleteOptions{
+		PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &rn.sts.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting statefulset %s: %w", rn.name(), err)
+	}
+	if rn.pod != nil {
+		if err := r.removeFinalizer(ctx, rn.pod); err != nil {
+			return err // the pod is an orphan now: finishOrphans retries
+		}
+	}
+	rn.phase = Terminating
+	s.deleted++
+	s.log.Info("runner deleted", "runner", rn.name())
+	return nil
+}
+
+// removeFinalizer removes our finalizer, and only it, from pod: a JSON patch that
+// tests the pod's UID and our finalizer at its index before removing that index,
+// so that another controller's finalizer, or a newer pod of the same name, is never
+// touched. When the test fails (the list changed since the pod was read), the pod
+// is read again and the patch recomputed.
+func (r *Reconciler) removeFinalizer(ctx context.Context, pod *corev1.Pod) error {
+	const attempts = 5
+	for range attempts {
+		i := slices.Index(pod.Finalizers, runnerpod.Finalizer)
+		if i < 0 {
+			return nil
+		}
+		patch := fmt.Sprintf(`[{"op":"test","path":"/metadata/uid","value":%q},`+
+			`{"op":"test","path":"/metadata/finalizers/%d","value":%q},{"op":"remove","path":"/metadata/finalizers/%d"}]`,
+			pod.UID, i, runnerpod.Finalizer, i)
+		_, err := r.kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsInvalid(err) && !apierrors.IsConflict(err):
+			return fmt.Errorf("removing finalizer of pod %s: %w", pod.Name, err)
+		}
+		if pod, err = r.reread(ctx, pod); err != nil || pod == nil {
+			return err
+		}
+	}
+	return fmt.Errorf("removing finalizer of pod %s: its finalizers kept changing (%d attempts)", pod.Name, attempts)
+}
+
+// reread returns the current version of pod, or nil when it is gone or another pod
+// has taken its name. (A list by name: the sweeper's Role has no pods/get.)
+func (r *Reconciler) reread(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	sel := fields.OneTermEqualSelector("metadata.name", pod.Name).String()
+	list, err := r.kube.CoreV1().Pods(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s again: %w", pod.Name, err)
+	}
+	for i := range list.Items {
+		if list.Items[i].UID == pod.UID {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// orphans returns the pods that carry our finalizer but whose StatefulSet is not
+// among stss: a StatefulSet someone deleted, one deleted by a sweep that stopped
+// before releasing the pod, or a pod the controller created while its runner was
+// being deleted.
+func orphans(pods []corev1.Pod, stss []appsv1.StatefulSet) []*corev1.Pod {
+	live := make(map[types.UID]bool, len(stss))
+	for i := range stss {
+		live[stss[i].UID] = true
+	}
+	var out []*corev1.Pod
+	for i := range pods {
+		pod := &pods[i]
+		if ref := metav1.GetControllerOf(pod); hasFinalizer(pod) && (ref == nil || !live[ref.UID]) {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// finishOrphans finishes pods that carry our finalizer but have no StatefulSet:
+// each goes through the graceful stop like any runner (its runner id from the
+// pod's annotations — registered, or the JIT id its StatefulSet gave it — else by
+// name in the scope's list), and loses our finalizer only once GitHub released
+// its runner or it never registered.
+func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
+	var errs []error
+	for _, pod := range s.orphans {
+		if err := r.finishOrphan(ctx, s, orphanRunner(pod, s.now)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) error {
+	if err := r.ensurePodMarked(ctx, rn); err != nil {
+		return err
+	}
+	res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
+	if err != nil || res != stopDone {
+		return err
+	}
+	if err := r.removeFinalizer(ctx, rn.pod); err != nil {
+		return err
+	}
+	s.log.Info("released a runner pod whose statefulset is gone", "pod", rn.pod.Name)
+	return nil
+}
+
+// orphanRunner stands in for the orphan's gone StatefulSet: its name, the runner
+// id the JIT config gave it (kept on the pod), and an unregistration request.
+func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
+	name := pod.Labels[runnerpod.LabelRunner]
+	if name == "" {
+		name = strings.TrimSuffix(pod.Name, "-0")
+	}
+	requested := pod.Annotations[runnerpod.AnnotationUnregistrationRequest]
+	if requested == "" {
+		requested = stamp(now)
+	}
+	annotations := map[string]string{runnerpod.AnnotationUnregistrationRequest: requested}
+	if id := pod.Annotations[runnerpod.AnnotationJITRunnerID]; id != "" {
+		annotations[runnerpod.AnnotationRunnerID] = id
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pod.Namespace, Annotations: annotations}}
+	return &runner{sts: sts, pod: pod, phase: Terminating}
+}

@@ -1,0 +1,68 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+)
+
+// stuckReason says why a runner that is not running is held up, from what the
+// sweep already read: the pod's scheduling condition, the runner container's
+// waiting or last termination state. A runner with no pod gets its reason from
+// the StatefulSet controller's events (one list call, only for such runners).
+// "" when nothing is wrong that the status shows (the pod is simply starting).
+func (r *Reconciler) stuckReason(ctx context.Context, rn *runner) string {
+	pod := rn.pod
+	if pod == nil {
+		return r.controllerEvent(ctx, rn)
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
+			return join(c.Reason, c.Message)
+		}
+	}
+	cs := runnerStatus(pod)
+	if cs == nil {
+		return ""
+	}
+	if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+		if t := cs.LastTerminationState.Terminated; w.Reason == "CrashLoopBackOff" && t != nil {
+			return join(w.Reason, fmt.Sprintf("last exit code %d (%s), %d restarts", t.ExitCode, t.Reason, cs.RestartCount))
+		}
+		return join(w.Reason, w.Message)
+	}
+	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+		return join("Exited", fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason))
+	}
+	return ""
+}
+
+// controllerEvent returns the newest warning the StatefulSet controller recorded
+// for the runner's StatefulSet (e.g. FailedCreate: a missing service account, a
+// PodSecurity or quota rejection).
+func (r *Reconciler) controllerEvent(ctx context.Context, rn *runner) string {
+	sel := fields.Set{"involvedObject.kind": "StatefulSet", "involvedObject.name": rn.name()}.AsSelector().String()
+	list, err := r.kube.CoreV1().Events(rn.sts.Namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		return "no pod (its events cannot be read: " + err.Error() + ")"
+	}
+	evs := list.Items
+	sort.Slice(evs, func(i, j int) bool { return evs[i].LastTimestamp.Before(&evs[j].LastTimestamp) })
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == corev1.EventTypeWarning {
+			return join(evs[i].Reason, evs[i].Message)
+		}
+	}
+	return "no pod yet"
+}
+
+func join(reason, message string) string {
+	if message == "" {
+		return reason
+	}
+	return reason + ": " + message
+}

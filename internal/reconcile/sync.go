@@ -1,0 +1,245 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// stop drives the graceful stop of every runner being stopped: marked ones, and
+// pods deleted by someone else (held by the finalizer). Unregistered runners'
+// owners are deleted.
+func (r *Reconciler) stop(ctx context.Context, s *sweep) error {
+	var errs []error
+	for _, rn := range s.runners {
+		if err := r.stopOne(ctx, s, rn); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
+	if rn.pod != nil && rn.pod.DeletionTimestamp != nil && !rn.marked() && hasFinalizer(rn.pod) {
+		// Deleted by hand (or evicted): the whole runner goes, after GitHub released it.
+		if err := r.mark(ctx, s, rn); err != nil {
+			return err
+		}
+	}
+	if !rn.marked() {
+		return nil
+	}
+	if err := r.ensurePodMarked(ctx, rn); err != nil {
+		return err
+	}
+	res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
+	if err != nil || res != stopDone {
+		return err
+	}
+	if err := r.deleteRunner(ctx, s, rn); err != nil {
+		return err
+	}
+	rn.deleted = true
+	return nil
+}
+
+// register annotates pods with their runner id once GitHub lists them online or
+// busy; the list is fetched only when a running pod is not yet registered. It also
+// keeps the registration token of persistent runners that have not registered yet
+// valid, so a container that restarts before registering does not crash-loop on an
+// expired token.
+func (r *Reconciler) register(ctx context.Context, s *sweep) error {
+	for _, rn := range s.runners {
+		if rn.marked() || rn.registered() || rn.pod == nil || rn.pod.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.refreshToken(ctx, s, rn); err != nil {
+			s.log.Warn("cannot refresh the registration token of an unregistered runner", "runner", rn.name(), "error", err)
+		}
+		if rn.pod.Status.Phase != corev1.PodRunning {
+			continue
+		}
+		gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(rn.name()))
+		if err != nil {
+			s.log.Warn("cannot list runners to record registrations", "error", err)
+			return nil
+		}
+		if !found || gr.Status != "online" && !gr.Busy {
+			continue
+		}
+		if err := r.annotatePod(ctx, rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
+			return err // the next sweep records it
+		}
+		if rn.phase == TimedOut {
+			rn.phase = Running
+		}
+	}
+	return nil
+}
+
+// tokenRefresh: a persistent runner's token is replaced when it has less than this left.
+const tokenRefresh = 15 * time.Minute
+
+// refreshToken replaces the token in an unregistered persistent runner's Secret
+// when it is about to expire. The kubelet resolves the Secret again at each
+// container start, so the next start registers with a valid token.
+func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) error {
+	expires, err := time.Parse(time.RFC3339, rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt])
+	if s.p.IsEphemeral() || err != nil || expires.Sub(s.now) > tokenRefresh {
+		return nil
+	}
+	tok, err := r.gh.RegistrationToken(ctx, s.p.Scope())
+	s.gh.count()
+	if err != nil {
+		return fmt.Errorf("registration token: %w", err)
+	}
+	if !tok.ExpiresAt.After(expires) {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"data": map[string]string{runnerpod.SecretToken: base64.StdEncoding.EncodeToString([]byte(tok.Token))}})
+	if _, err := r.kube.CoreV1().Secrets(rn.sts.Namespace).Patch(ctx, rn.name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("updating the token of runner %s: %w", rn.name(), err)
+	}
+	if err := r.annotate(ctx, "statefulset", rn.sts.Namespace, rn.name(), runnerpod.AnnotationTokenExpiresAt, stamp(tok.ExpiresAt)); err != nil {
+		return err
+	}
+	rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt] = stamp(tok.ExpiresAt)
+	s.log.Info("registration token of an unregistered runner refreshed", "runner", rn.name(), "expiresAt", tok.ExpiresAt)
+	return nil
+}
+
+// sync is ARC's syncRunnerPodsOwners: mark completed, timed-out and outdated
+// runners for replacement, mark the surplus of the up-to-date ones, and note how
+// many are missing (grow creates them once the stop stage has freed their slots).
+func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
+	var regular []*runner
+	var errs []error
+	for _, rn := range s.runners {
+		switch {
+		case rn.marked() || rn.phase == Terminating:
+		case rn.phase == Completed || rn.phase == TimedOut || rn.outdated(s.template.hash):
+			if rn.phase == TimedOut {
+				s.log.Warn("runner did not register within the registration timeout: replacing it",
+					"runner", rn.name(), "reason", r.noteStuck(ctx, s, rn, true))
+			}
+			if err := r.mark(ctx, s, rn); err != nil {
+				errs = append(errs, err) // still counts as not regular: replaced below
+			}
+		default:
+			if rn.phase == Pending {
+				r.noteStuck(ctx, s, rn, false)
+			}
+			regular = append(regular, rn)
+		}
+	}
+	switch n := len(regular); {
+	case n > s.d.Desired:
+		errs = append(errs, r.scaleDown(ctx, s, regular, n-s.d.Desired))
+	case n < s.d.Desired:
+		s.missing = s.d.Desired - n
+	}
+	return errors.Join(errs...)
+}
+
+// noteStuck records why a runner that is not running is held up, for the pool
+// status; with events, a runner with no pod is explained by its controller's events.
+func (r *Reconciler) noteStuck(ctx context.Context, s *sweep, rn *runner, events bool) string {
+	if rn.pod == nil && !events {
+		return ""
+	}
+	reason := r.stuckReason(ctx, rn)
+	if reason != "" {
+		if s.stuck == nil {
+			s.stuck = map[string]string{}
+		}
+		s.stuck[rn.name()] = reason
+	}
+	return reason
+}
+
+// scaleDown marks the surplus for unregistration: pending runners first, then idle
+// ones, then busy ones (whose unregistration waits for their job), newest first in
+// each group, so the oldest running runners stay.
+func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner, surplus int) error {
+	busy := map[string]bool{}
+	if list, err := s.gh.runners(ctx, s.p.Scope()); err == nil {
+		for _, gr := range list {
+			busy[gr.Name] = gr.Busy
+		}
+	}
+	rank := func(rn *runner) int {
+		switch {
+		case rn.phase != Running:
+			return 0
+		case !busy[runnerpod.PodName(rn.name())]:
+			return 1
+		}
+		return 2
+	}
+	for group := 0; group <= 2 && surplus > 0; group++ {
+		for i := len(regular) - 1; i >= 0 && surplus > 0; i-- {
+			if rank(regular[i]) != group {
+				continue
+			}
+			if err := r.mark(ctx, s, regular[i]); err != nil {
+				return err
+			}
+			surplus--
+		}
+	}
+	return nil
+}
+
+// grow creates the missing runners within the pool's ceiling: live StatefulSets,
+// stopping or not, never exceed maxReplicas, so a runner waiting for its job to
+// end before it stops still holds its slot — unless the pool is ephemeral, the
+// last sync is newer than the newest reservation and recent, and no job is
+// waiting: then a runner has just finished and the webhook has not caught up yet
+// (ARC's EffectiveTime hold). The last condition is ours: a queued job is one no
+// runner has taken, so it is real demand; without it, a pool at maxReplicas with a
+// backlog starves for the whole delay each time its runners finish, because no
+// new reservation moves the effective time.
+func (r *Reconciler) grow(ctx context.Context, s *sweep) error {
+	missing := min(s.missing, s.p.Max()-live(s.runners))
+	if missing <= 0 {
+		if s.missing > 0 {
+			s.log.Info("at maxReplicas: runners being stopped still hold their slots", "missing", s.missing, "max", s.p.Max())
+		}
+		return nil
+	}
+	last, eff := s.st.LastSync, s.d.EffectiveTime
+	if s.p.IsEphemeral() && !eff.IsZero() && !last.IsZero() && last.After(eff) && s.now.Before(last.Add(r.opts.RecreationDelay)) &&
+		s.d.Queued == 0 {
+		s.log.Info("holding creation: ephemeral runners finished and no newer reservation arrived",
+			"missing", missing, "lastSync", last, "effectiveTime", eff, "until", last.Add(r.opts.RecreationDelay))
+		return nil
+	}
+	for range missing {
+		if err := r.create(ctx, s); err != nil {
+			return err
+		}
+		s.created++
+		s.st.LastSync = s.now
+	}
+	return nil
+}
+
+// live counts the pool's StatefulSets that exist and are not being deleted.
+func live(runners []*runner) int {
+	n := 0
+	for _, rn := range runners {
+		if !rn.deleted && rn.sts.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,48 @@
+// Package fakerunner is a fake actions runner (actions/runner) in one static Go
+// program, for the local stack's runner image: it behaves towards the GitHub
+// simulator (local/githubsim, its simulator-only /_runner/ endpoints) as the real
+// runner behaves towards GitHub, so that runner/entrypoint.sh runs unchanged
+// around it under a real kubelet.
+//
+// The program is dispatched by the name it is run as (argv[0]), like the real
+// runner's layout, or by its first argument:
+//
+//	config.sh          registers the runner (flags as actions/runner: --unattended --url --token
+//	                   --name --labels --runnergroup --work --ephemeral --replace; every flag also
+//	                   from ACTIONS_RUNNER_INPUT_<NAME>, the token from ACTIONS_RUNNER_INPUT_TOKEN)
+//	                   and writes .runner and .credentials into the runner's root directory
+//	run.sh             the listener: connects with ACTIONS_RUNNER_INPUT_JITCONFIG (or --jitconfig)
+//	                   when set, else with .runner/.credentials; long-polls for jobs and runs each
+//	                   in a Runner.Worker child process
+//	bin/Runner.Listener  "configure" or "run", as config.sh or run.sh
+//	bin/Runner.Worker  runs one job: sleeps for its duration, then reports its conclusion
+//
+// The root directory is the directory config.sh and run.sh are in (the parent of
+// bin/ for the bin/ names), as for the real runner; the runner's whole state is
+// its .runner and .credentials files there. A JIT config is, like GitHub's,
+// base64 of those files; run.sh writes them into the root directory too.
+//
+// Behaviour, and where it departs from actions/runner:
+//   - run.sh exits 0 after an ephemeral runner's job, and after SIGTERM or SIGINT:
+//     idle, at once; with a job running, once the worker has cancelled the job and
+//     reported it cancelled (Runner.Listener returns 0 when shutdown cancelled it).
+//     The fake run.sh traps the signals itself, as the real one does with
+//     RUNNER_MANUALLY_TRAP_SIG set.
+//   - run.sh exits 1, with the reason on stderr, when its JIT config or credentials
+//     are unknown, expired or spent, when the runner was deleted on GitHub, or when
+//     it is not configured. (The real run.sh turns the listener's "terminated
+//     error" exit code 1 into 0; the fake keeps it, so that a container with spent
+//     credentials is seen failing.)
+//   - config.sh exits 1 with a clear message for an invalid or expired token, a
+//     runner name taken without --replace, an unknown runner group, or a runner
+//     already configured in this directory.
+//   - Connection failures are retried until the simulator answers, like the real
+//     listener's "Retrying until reconnected"; a session the simulator still holds
+//     for this runner (a previous container killed without closing it) is retried
+//     until it expires.
+//   - Runner.Worker exits 100 + the job's result (0 succeeded, 3 cancelled), as the
+//     real worker does; it cancels its job when the listener tells it to, when the
+//     listener's pipe closes, or on SIGTERM, and ignores SIGINT.
+//
+// It never prints a token, a credential or a JIT config.
+package fakerunner

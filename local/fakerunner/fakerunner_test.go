@@ -1,0 +1,454 @@
+// End-to-end tests of the fake runner without containers: the real
+// runner/entrypoint.sh runs under bash on the host with RUNNER_HOME pointing at a
+// directory laid out like the runner image (config.sh, run.sh, bin/Runner.Listener,
+// bin/Runner.Worker), against an in-process GitHub simulator. The fake runner is
+// this test binary itself, run under those names (see TestMain).
+package fakerunner_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/runnerscaler/runnerscaler/local/fakerunner"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+// TestMain runs this binary as the fake runner when it is started under one of
+// the runner's names.
+func TestMain(m *testing.M) {
+	switch filepath.Base(os.Args[0]) {
+	case "config.sh", "run.sh", "Runner.Listener", "Runner.Worker":
+		os.Exit(fakerunner.Main(fakerunner.Env{Args: os.Args, Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
+	}
+	os.Exit(m.Run())
+}
+
+const pat = "ghp_fakerunner"
+
+type env struct {
+	t   *testing.T
+	sim *githubsim.Server
+	srv *httptest.Server
+	url string
+}
+
+func newEnv(t *testing.T, opts githubsim.Options) *env {
+	t.Helper()
+	opts.PATs = []string{pat}
+	sim := githubsim.New(opts)
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	return &env{t: t, sim: sim, srv: srv, url: srv.URL}
+}
+
+func (e *env) api(method, path string, body, out any) {
+	e.t.Helper()
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.url+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "token "+pat)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		e.t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+func (e *env) registrationToken() string {
+	var rt struct{ Token string }
+	e.api("POST", "/orgs/acme/actions/runners/registration-token", nil, &rt)
+	return rt.Token
+}
+
+func (e *env) jitConfig(name string) (int64, string) {
+	var jit struct {
+		Runner  struct{ ID int64 }
+		Encoded string `json:"encoded_jit_config"`
+	}
+	e.api("POST", "/orgs/acme/actions/runners/generate-jitconfig", map[string]any{"name": name, "runner_group_id": 1, "labels": []string{"big"}}, &jit)
+	return jit.Runner.ID, jit.Encoded
+}
+
+func (e *env) queue(d time.Duration) githubsim.Job {
+	return e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", "big"}, Duration: d})
+}
+
+func (e *env) job(id int64) githubsim.Job {
+	for _, j := range e.sim.Jobs() {
+		if j.ID == id {
+			return j
+		}
+	}
+	e.t.Fatalf("no job %d", id)
+	return githubsim.Job{}
+}
+
+func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runnerHome lays out a runner directory like the image's, every name a link to
+// this test binary.
+func runnerHome(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"config.sh", "run.sh", "bin/Runner.Listener", "bin/Runner.Worker"} {
+		if err := os.Symlink(exe, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// proc is a process of the test: the entrypoint or one of the runner's scripts.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+	code int
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+func start(t *testing.T, name string, args []string, environ ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, environ...)
+	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			p.code = exit.ExitCode()
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(timeout):
+		t.Fatalf("%s did not exit within %s; output:\n%s", p.cmd.Path, timeout, p.output())
+		return -1
+	}
+}
+
+// entrypoint starts runner/entrypoint.sh in a "container" whose runner home is
+// home, in a "pod" whose state directory (RUNNER_STATE_DIR, an emptyDir in a real
+// pod) is state. The worker pattern is unique to the test, since tests run in
+// parallel on one host.
+func entrypoint(t *testing.T, e *env, home, state string, environ ...string) *proc {
+	t.Helper()
+	script, err := filepath.Abs("../../runner/entrypoint.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start(t, "bash", []string{script}, append([]string{"HOME=" + home, "RUNNER_HOME=" + home, "RUNNER_STATE_DIR=" + state,
+		"GITHUB_URL=" + e.url, "RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin", "Runner.Worker")}, environ...)...)
+}
+
+func assertNoSecrets(t *testing.T, out string, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if s != "" && strings.Contains(out, s) {
+			t.Fatalf("the output shows a secret:\n%s", out)
+		}
+	}
+}
+
+func credentialOf(t *testing.T, home string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(home, ".credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c struct{ Data map[string]string }
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	return c.Data["token"]
+}
+
+func TestJITEphemeralRunnerTakesOneJobThenItsConfigIsSpent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	id, jit := e.jitConfig("eph-1")
+	j := e.queue(300 * time.Millisecond)
+	home := runnerHome(t)
+	p := entrypoint(t, e, home, t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	if code := p.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d, want 0 after the ephemeral job; output:\n%s", code, p.output())
+	}
+	if got := e.job(j.ID); got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess || got.RunnerID != id {
+		t.Fatalf("job: %+v", got)
+	}
+	if _, ok := e.sim.Runner(id); ok {
+		t.Fatal("GitHub deletes an ephemeral runner after its job")
+	}
+	for _, f := range []string{".runner", ".credentials"} {
+		if _, err := os.Stat(filepath.Join(home, f)); err != nil {
+			t.Fatalf("run.sh keeps the JIT config's %s in its root directory like the real runner: %v", f, err)
+		}
+	}
+	cred := credentialOf(t, home)
+	assertNoSecrets(t, p.output(), jit, cred)
+	if !strings.Contains(p.output(), "Running job: job-1") || !strings.Contains(p.output(), "completed with result: Succeeded") {
+		t.Fatalf("the listener logs its job:\n%s", p.output())
+	}
+
+	// Another pod with the same JIT config (a restarted container of the same pod
+	// never starts the runner again: the entrypoint's marker in RUNNER_STATE_DIR).
+	again := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	if code := again.wait(t, 20*time.Second); code == 0 || !strings.Contains(again.output(), "registration has been deleted") {
+		t.Fatalf("a spent JIT config: exit %d, output:\n%s\nwant non-zero and a clear message", code, again.output())
+	}
+	assertNoSecrets(t, again.output(), jit, cred)
+	// Or run.sh from the saved .runner/.credentials.
+	rerun := start(t, filepath.Join(home, "run.sh"), nil)
+	if code := rerun.wait(t, 20*time.Second); code != 1 || !strings.Contains(rerun.output(), "registration has been deleted") {
+		t.Fatalf("spent credentials: exit %d, output:\n%s", code, rerun.output())
+	}
+}
+
+func TestJITConfigIsSingleUse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	_, jit := e.jitConfig("eph-2")
+	first := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	e.waitFor("the runner online", 10*time.Second, func() bool { return strings.Contains(first.output(), "listening for Jobs") })
+	_ = first.cmd.Process.Signal(syscall.SIGTERM)
+	first.wait(t, 10*time.Second)
+	second := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	if code := second.wait(t, 20*time.Second); code != 1 || !strings.Contains(second.output(), "JIT config is invalid, expired or was already used") {
+		t.Fatalf("a used JIT config: exit %d, output:\n%s", code, second.output())
+	}
+}
+
+func TestPersistentRunnerTakesJobsUntilSIGTERM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	home, state := runnerHome(t), t.TempDir()
+	environ := []string{"RUNNER_TOKEN=" + tok, "RUNNER_ORG=acme", "RUNNER_NAME=persistent-1", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false", "RUNNER_GRACEFUL_STOP_TIMEOUT=20"}
+	p := entrypoint(t, e, home, state, environ...)
+	j1, j2 := e.queue(200*time.Millisecond), e.queue(200*time.Millisecond)
+	e.waitFor("both jobs completed", 20*time.Second, func() bool {
+		return e.job(j1.ID).State == githubsim.JobCompleted && e.job(j2.ID).State == githubsim.JobCompleted
+	})
+	rs := e.sim.Runners()
+	if len(rs) != 1 || rs[0].Name != "persistent-1" || !rs[0].Online || rs[0].Busy {
+		t.Fatalf("runners %+v: want one online persistent runner", rs)
+	}
+	rn := rs[0]
+	for _, j := range []githubsim.Job{e.job(j1.ID), e.job(j2.ID)} {
+		if j.RunnerID != rn.ID || j.Conclusion != githubsim.JobSuccess {
+			t.Fatalf("job %+v: want it run to success by runner %d; output:\n%s", j, rn.ID, p.output())
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(home, ".credentials")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf(".credentials: %v %v, want mode 0600", fi, err)
+	}
+	// SIGTERM while idle: the entrypoint forwards it at once and the runner disconnects.
+	stop := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 143 || time.Since(stop) > 3*time.Second {
+		t.Fatalf("exit %d after %s, want 143 promptly; output:\n%s", code, time.Since(stop), p.output())
+	}
+	if strings.Contains(p.output(), "waiting up to") {
+		t.Fatalf("an idle runner must not wait for a job:\n%s", p.output())
+	}
+	if rn, ok := e.sim.Runner(rn.ID); !ok || rn.Online {
+		t.Fatalf("after SIGTERM the runner stays registered, offline: %+v %v", rn, ok)
+	}
+	assertNoSecrets(t, p.output(), tok, credentialOf(t, home))
+
+	// The container restarts (a fresh runner home, the pod's state directory): the
+	// runner resumes its registration from .runner/.credentials and takes jobs.
+	again := entrypoint(t, e, runnerHome(t), state, environ...)
+	j3 := e.queue(0)
+	e.waitFor("the third job", 20*time.Second, func() bool { return e.job(j3.ID).State == githubsim.JobCompleted })
+	if got := e.job(j3.ID); got.RunnerID != rn.ID || len(e.sim.Runners()) != 1 {
+		t.Fatalf("job %+v, runners %+v: want the same runner", got, e.sim.Runners())
+	}
+	// Removed on GitHub while idle: the runner stops with a clear message.
+	e.api("DELETE", "/orgs/acme/actions/runners/"+strconv.FormatInt(rn.ID, 10), nil, nil)
+	if code := again.wait(t, 10*time.Second); code != 1 || !strings.Contains(again.output(), "registration has been deleted") {
+		t.Fatalf("runner removed: exit %d, output:\n%s", code, again.output())
+	}
+}
+
+func TestSIGTERMLetsAShortJobFinish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	id, jit := e.jitConfig("eph-3")
+	j := e.queue(2 * time.Second)
+	p := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
+	e.waitFor("the job running", 10*time.Second, func() bool { _, ok := e.sim.RunningJob(id); return ok })
+	started := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 25*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+	if got := e.job(j.ID); got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess {
+		t.Fatalf("job %+v: a job shorter than the grace period completes, not cancelled; output:\n%s", got, p.output())
+	}
+	if time.Since(started) > 10*time.Second || !strings.Contains(p.output(), "waiting up to 20s") {
+		t.Fatalf("after %s, output:\n%s\nwant the entrypoint to wait for Runner.Worker, then stop", time.Since(started), p.output())
+	}
+}
+
+func TestSIGTERMAfterTheGraceCancelsTheJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	id, jit := e.jitConfig("eph-4")
+	j := e.queue(time.Minute)
+	p := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_GRACEFUL_STOP_TIMEOUT=1")
+	e.waitFor("the job running", 10*time.Second, func() bool { _, ok := e.sim.RunningJob(id); return ok })
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 15*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+	if got := e.job(j.ID); got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobCancelled {
+		t.Fatalf("job %+v: the runner reports the job it had to stop as cancelled; output:\n%s", got, p.output())
+	}
+	if _, ok := e.sim.Runner(id); ok {
+		t.Fatal("an ephemeral runner whose job ended (cancelled) is deleted")
+	}
+}
+
+func TestSIGTERMIdleJITRunnerExitsPromptly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	id, jit := e.jitConfig("eph-5")
+	p := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_GRACEFUL_STOP_TIMEOUT=30")
+	e.waitFor("the runner online", 10*time.Second, func() bool { rn, _ := e.sim.Runner(id); return rn.Online })
+	stop := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 143 || time.Since(stop) > 3*time.Second {
+		t.Fatalf("exit %d after %s, want 143 promptly; output:\n%s", code, time.Since(stop), p.output())
+	}
+	if rn, ok := e.sim.Runner(id); !ok || rn.Online {
+		t.Fatalf("runner %+v %v: registered (never ran a job) and offline", rn, ok)
+	}
+}
+
+func TestConfigFailures(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	e := newEnv(t, githubsim.Options{Clock: clk})
+	tok := e.registrationToken()
+	config := func(home string, args ...string) *proc {
+		return start(t, filepath.Join(home, "config.sh"), append([]string{"--unattended", "--url", e.url + "/acme", "--name", "c-1"}, args...),
+			"ACTIONS_RUNNER_INPUT_TOKEN="+tok)
+	}
+	home := runnerHome(t)
+	if p := config(home, "--labels", "big,gpu", "--ephemeral"); p.wait(t, 10*time.Second) != 0 {
+		t.Fatalf("config.sh: %s", p.output())
+	}
+	if rn := e.sim.Runners(); len(rn) != 1 || rn[0].Name != "c-1" || !rn[0].Ephemeral || rn[0].Online ||
+		strings.Join(rn[0].Labels, ",") != "self-hosted,Linux,X64,big,gpu" {
+		t.Fatalf("registered runners: %+v", rn)
+	}
+	cases := []struct {
+		name string
+		home string
+		args []string
+		want string
+	}{
+		{"already configured", home, nil, "already configured"},
+		{"same name without --replace", runnerHome(t), nil, "same name"},
+		{"unknown runner group", runnerHome(t), []string{"--replace", "--runnergroup", "gpu"}, "no such runner group"},
+		{"invalid token", runnerHome(t), []string{"--replace", "--token", "AABFbogus"}, "invalid or has expired"},
+	}
+	for _, tc := range cases {
+		p := config(tc.home, tc.args...)
+		if code := p.wait(t, 10*time.Second); code != 1 || !strings.Contains(p.output(), tc.want) {
+			t.Errorf("%s: exit %d, output:\n%s\nwant 1 and %q", tc.name, code, p.output(), tc.want)
+		}
+		assertNoSecrets(t, p.output(), tok)
+	}
+	clk.Step(2 * time.Hour)
+	fresh := runnerHome(t)
+	p := config(fresh, "--replace")
+	if code := p.wait(t, 10*time.Second); code != 1 || !strings.Contains(p.output(), "invalid or has expired") {
+		t.Fatalf("expired token: exit %d, output:\n%s", code, p.output())
+	}
+	if _, err := os.Stat(filepath.Join(fresh, ".runner")); err == nil {
+		t.Fatal("a failed configuration must not leave .runner behind")
+	}
+	if p := start(t, filepath.Join(fresh, "run.sh"), nil); p.wait(t, 10*time.Second) != 1 || !strings.Contains(p.output(), "Not configured") {
+		t.Fatalf("run.sh unconfigured: %s", p.output())
+	}
+}
+
+func TestUnreachableGitHubIsRetriedUntilSIGTERM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	_, jit := e.jitConfig("eph-6")
+	e.srv.Close()
+	p := start(t, filepath.Join(runnerHome(t), "run.sh"), nil, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	e.waitFor("a retry", 10*time.Second, func() bool { return strings.Contains(p.output(), "Retrying until reconnected") })
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t, 5*time.Second); code != 0 || !strings.Contains(p.output(), "Received SIGINT") {
+		t.Fatalf("exit %d, output:\n%s\nwant 0 after SIGINT", code, p.output())
+	}
+	assertNoSecrets(t, p.output(), jit)
+}

@@ -1,0 +1,317 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/local/ociimage"
+)
+
+// Faults of the node, for the chaos suite. Each one records itself in the
+// monitor (Monitor.Fault) before it is injected, so that exactly the runners it
+// hits are excused; and each one is what happens on a real node, done the way
+// the kernel, a person or a cluster operator does it.
+
+// RunnerPods returns the pools' pods whose runner container is running and that
+// are not being deleted, with the job each one's runner is running (0: idle), as
+// the simulator says.
+func (l *Loop) RunnerPods(ctx context.Context) ([]corev1.Pod, map[string]int64, error) {
+	busy := map[string]int64{}
+	for _, j := range l.Sim.RunningJobs() {
+		busy[j.RunnerName] = j.ID
+	}
+	var out []corev1.Pod
+	seen := map[string]bool{}
+	for _, p := range l.Pools().Pools {
+		ns := p.Kubernetes.Namespace
+		if seen[ns] {
+			continue
+		}
+		seen[ns] = true
+		pods, err := l.opts.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, pod := range pods.Items {
+			if cs := containerStatus(&pod); pod.DeletionTimestamp == nil && cs.State.Running != nil && cs.ContainerID != "" {
+				out = append(out, pod)
+			}
+		}
+	}
+	return out, busy, nil
+}
+
+// KillRunnerProcess kills the runner process of pod's runner container — run.sh,
+// the fake Runner.Listener — with SIGKILL, found from the host through /proc by
+// the container's cgroup, as a crash of the runner would end it. Its job's
+// worker sees the listener go and cancels the job; the entrypoint exits with the
+// runner's code and the kubelet restarts the container.
+func (l *Loop) KillRunnerProcess(pod *corev1.Pod) error {
+	id := containerID(pod)
+	pids, err := containerPIDs(id)
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		if base := argv0(pid); base == "run.sh" || base == "Runner.Listener" {
+			l.Monitor.Fault(pod.Name, "runner process killed")
+			l.fault(func(f *Faults) { f.RunnerKills++ })
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				return fmt.Errorf("killing the runner of pod %s (pid %d): %w", pod.Name, pid, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s: no runner process in container %s (processes %v)", pod.Name, id, pids)
+}
+
+// maxOOMLimit: OOMKill refuses containers with a larger (or no) memory limit,
+// since its allocation would take the machine's memory instead.
+const maxOOMLimit = 512 << 20
+
+// OOMKill makes the kernel's OOM killer kill pod's runner container, which must
+// have a memory limit: a process run in the container (`ctr tasks exec`)
+// allocates beyond the limit. On this cgroup v1 machine the OOM killer kills one
+// process of the container's memory cgroup, the one with the highest score;
+// the container's init (tini) is made that one (oom_score_adj 1000, every other
+// process of the container 0), so the whole container dies, as it does on a
+// cgroup v2 node, where the kubelet makes the OOM killer kill the container's
+// whole cgroup. The kubelet reports the container OOMKilled (exit code 137) and
+// restarts it; the job's worker died with it, so the simulator fails the job once
+// the runner has been offline for LostAfter.
+func (l *Loop) OOMKill(ctx context.Context, pod *corev1.Pod) error {
+	id := containerID(pod)
+	pids, err := containerPIDs(id)
+	if err != nil {
+		return err
+	}
+	if limit, err := memoryLimit(pids); err != nil || limit > maxOOMLimit {
+		return fmt.Errorf("pod %s: OOM kill needs a memory limit of at most %d bytes (limit %d, %v)", pod.Name, maxOOMLimit, limit, err)
+	}
+	init := 0
+	for _, pid := range pids {
+		if nsPID(pid) == 1 {
+			init = pid
+		}
+	}
+	if init == 0 {
+		return fmt.Errorf("pod %s: no init process in container %s", pod.Name, id)
+	}
+	l.Monitor.Fault(pod.Name, "OOM kill")
+	l.fault(func(f *Faults) { f.OOMKills++ })
+	lower := func() {
+		ps, _ := containerPIDs(id)
+		for _, pid := range ps {
+			if pid != init {
+				_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte("0"), 0)
+			}
+		}
+	}
+	lower()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", init), []byte("1000"), 0); err != nil {
+		return fmt.Errorf("pod %s: raising its init's OOM score: %w", pod.Name, err)
+	}
+	// The allocator waits a second before it allocates, so that its own score is
+	// lowered first (the container's processes start with the kubelet's 999).
+	const marker = "runnerscaler-oom-kill"
+	cmd := exec.CommandContext(ctx, "ctr", "--address", l.opts.ContainerdAddress, "--namespace", ociimage.Namespace,
+		"tasks", "exec", "--exec-id", fmt.Sprintf("oom-%d", time.Now().UnixNano()), id,
+		"/bin/bash", "-c", ": "+marker+"; sleep 1; exec /bin/busybox dd if=/dev/zero of=/dev/null bs=1G count=1")
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("pod %s: starting the allocation: %w", pod.Name, err)
+	}
+	go func() { _ = cmd.Wait() }()
+	for deadline := time.Now().Add(800 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		ps, _ := containerPIDs(id)
+		found := false
+		for _, pid := range ps {
+			if raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(raw, []byte(marker)) {
+				found = true
+			}
+		}
+		if found {
+			lower()
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s: the allocation did not start in time", pod.Name)
+}
+
+// DeletePod deletes pod as a person would (its grace period, no preconditions).
+func (l *Loop) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	l.Monitor.Fault(pod.Name, "deleted by hand")
+	l.fault(func(f *Faults) { f.PodDeletes++ })
+	err := l.opts.Kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// Drain drains the node of the pools' runner pods as `kubectl drain` does:
+// cordons it, evicts each of them through the eviction API (policy/v1), waits
+// hold, and uncordons it. It returns the evicted pods. Only the pools' pods are
+// evicted: the node is shared with other tests.
+func (l *Loop) Drain(ctx context.Context, node string, hold time.Duration) ([]string, error) {
+	l.fault(func(f *Faults) { f.Drains++ })
+	if err := l.cordon(ctx, node, true); err != nil {
+		return nil, err
+	}
+	defer func() { _ = l.cordon(context.WithoutCancel(ctx), node, false) }()
+	pods, _, err := l.RunnerPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var evicted []string
+	var errs []error
+	for _, pod := range pods {
+		if pod.Spec.NodeName != node {
+			continue
+		}
+		l.Monitor.Fault(pod.Name, "evicted by a node drain")
+		err := l.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
+		switch {
+		case err == nil:
+			evicted = append(evicted, pod.Name)
+			l.fault(func(f *Faults) { f.Evictions++ })
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, fmt.Errorf("evicting %s: %w", pod.Name, err))
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(hold):
+	}
+	return evicted, errors.Join(errs...)
+}
+
+func (l *Loop) cordon(ctx context.Context, node string, on bool) error {
+	patch := fmt.Sprintf(`{"spec":{"unschedulable":%v}}`, on)
+	if _, err := l.opts.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("cordoning node %s (%v): %w", node, on, err)
+	}
+	return nil
+}
+
+// PauseSweeps throttles the sweeper for d, as Lambda does when a function is out
+// of concurrency: no scheduled sweep and no nudge runs meanwhile. Ephemeral
+// runners that finish during it are restarted by the kubelet (their container
+// exited 0, restartPolicy Always) before the sweeper removes them.
+func (l *Loop) PauseSweeps(d time.Duration) {
+	l.fault(func(f *Faults) { f.SweeperPauses++ })
+	l.pausedUntil.Store(time.Now().Add(d).UnixNano())
+}
+
+// containerID is the runtime's id of pod's runner container ("" when it has none).
+func containerID(pod *corev1.Pod) string {
+	_, id, _ := strings.Cut(containerStatus(pod).ContainerID, "://")
+	return id
+}
+
+// containerPIDs lists the host pids of the processes in container id's cgroup.
+func containerPIDs(id string) ([]int, error) {
+	if id == "" {
+		return nil, errors.New("no container id")
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err == nil && bytes.Contains(raw, []byte("/"+id+"\n")) {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("no process in container %s", id)
+	}
+	return pids, nil
+}
+
+// argv0 is the base name a process was started as.
+func argv0(pid int) string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	first, _, _ := bytes.Cut(raw, []byte{0})
+	return filepath.Base(string(first))
+}
+
+// nsPID is pid's process id in its own pid namespace (the last NSpid field).
+func nsPID(pid int) int {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			f := strings.Fields(rest)
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
+}
+
+// memoryLimit is the memory limit of the cgroup v1 memory controller the
+// processes are in (they share one).
+func memoryLimit(pids []int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids[0]))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "memory") {
+			v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes"))
+			if err != nil {
+				return 0, err
+			}
+			return strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+		}
+	}
+	return 0, errors.New("no memory cgroup")
+}
+
+// BusyRunnerPod picks, from pods, one whose runner is running a job (the
+// simulator's truth), else any; false when pods is empty.
+func BusyRunnerPod(pods []corev1.Pod, busy map[string]int64, pick func(n int) int) (corev1.Pod, bool) {
+	var withJob []corev1.Pod
+	for _, p := range pods {
+		if busy[p.Name] != 0 {
+			withJob = append(withJob, p)
+		}
+	}
+	switch {
+	case len(withJob) > 0:
+		return withJob[pick(len(withJob))], true
+	case len(pods) > 0:
+		return pods[pick(len(pods))], true
+	}
+	return corev1.Pod{}, false
+}

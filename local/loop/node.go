@@ -1,0 +1,98 @@
+package loop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os/exec"
+
+	"github.com/runnerscaler/runnerscaler/local/ociimage"
+	"github.com/runnerscaler/runnerscaler/local/runnerimage"
+)
+
+// RunnerImage builds the runner image (local/runnerimage: runner/entrypoint.sh
+// under tini around the fake actions runner) and imports it into the node's
+// containerd at address. It returns the image's reference, whose tag is a hash
+// of its content. A build takes seconds (the go build of the fake runner; the
+// image is cached on disk by content): call it once per process.
+func RunnerImage(ctx context.Context, containerdAddress string, log *slog.Logger) (string, error) {
+	img, err := runnerimage.Build(ctx, runnerimage.Options{Log: log})
+	if err != nil {
+		return "", fmt.Errorf("building the runner image: %w", err)
+	}
+	if err := ociimage.Import(ctx, containerdAddress, img.Tarball); err != nil {
+		return "", err
+	}
+	return img.Ref, nil
+}
+
+// TagImage gives the image src, already in the node's containerd at address, the
+// further reference dst (replacing an image of that name): a "new image" for a
+// deploy, with no build.
+func TagImage(ctx context.Context, containerdAddress, src, dst string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", containerdAddress, "--namespace", ociimage.Namespace,
+		"images", "tag", "--force", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images tag %s %s: %w: %s", src, dst, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// GracefulStop is the entrypoint's RUNNER_GRACEFUL_STOP_TIMEOUT in RunnerTemplate
+// (seconds a running job may take to finish after SIGTERM), and TerminationGrace the
+// pods' terminationGracePeriodSeconds: above it, so that the runner has time to
+// cancel and report a job that did not finish before the kubelet kills it.
+const (
+	GracefulStop     = 10
+	TerminationGrace = 25
+)
+
+// Template is a runner pod template for the local stack's node; Spec renders it.
+type Template struct {
+	// Image is the runner image (RunnerImage).
+	Image string
+	// PullPolicy is the runner container's imagePullPolicy (default Never: no
+	// registry is reachable; an image missing from the node fails with
+	// ErrImageNeverPull, IfNotPresent makes the kubelet try a pull, which fails).
+	PullPolicy string
+	// MemoryLimit, e.g. "96Mi", limits the runner container's memory (OOM kills).
+	MemoryLimit string
+	// Unschedulable gives the pods a node selector no node matches: they stay
+	// Pending (tests that count StatefulSets only).
+	Unschedulable bool
+}
+
+// RunnerTemplate is Template{Image: image}.Spec().
+func RunnerTemplate(image string) string { return Template{Image: image}.Spec() }
+
+// Spec renders the template as a pool's `kubernetes.template` (JSON, which is
+// YAML too, so it fits in a flow mapping): host network, so that runners reach
+// the GitHub simulator on 127.0.0.1 and no traffic leaves the machine; the host's
+// DNS settings (the node's resolv.conf, on loopback); small requests; the
+// graceful-stop timeout below the termination grace period.
+func (t Template) Spec() string {
+	pull := t.PullPolicy
+	if pull == "" {
+		pull = "Never"
+	}
+	resources := map[string]any{"requests": map[string]string{"cpu": "10m", "memory": "24Mi"}}
+	if t.MemoryLimit != "" {
+		resources["limits"] = map[string]string{"memory": t.MemoryLimit}
+	}
+	spec := map[string]any{
+		"hostNetwork":                   true,
+		"dnsPolicy":                     "Default",
+		"terminationGracePeriodSeconds": TerminationGrace,
+		"containers": []any{map[string]any{
+			"name": "runner", "image": t.Image, "imagePullPolicy": pull, "resources": resources,
+			"env": []any{map[string]string{"name": "RUNNER_GRACEFUL_STOP_TIMEOUT", "value": fmt.Sprint(GracefulStop)}},
+		}},
+	}
+	if t.Unschedulable {
+		spec["nodeSelector"] = map[string]string{"runnerscaler.dev/no-such-node": "true"}
+	}
+	raw, _ := json.Marshal(map[string]any{"spec": spec})
+	return string(raw)
+}

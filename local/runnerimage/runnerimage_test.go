@@ -1,0 +1,296 @@
+package runnerimage_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/runnerimage"
+)
+
+// build is shared by the tests: one image build per test binary.
+var build = sync.OnceValues(func() (runnerimage.Image, error) {
+	return runnerimage.Build(context.Background(), runnerimage.Options{})
+})
+
+type entry struct {
+	typ  byte
+	mode int64
+	uid  int
+	gid  int
+	link string
+	body []byte
+}
+
+func readImage(t *testing.T, img runnerimage.Image) (*v1.ConfigFile, map[string]entry) {
+	t.Helper()
+	tag, err := name.NewTag(img.Ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	im, err := tarball.ImageFromPath(img.Tarball, &tag)
+	if err != nil {
+		t.Fatalf("reading %s as %s: %v", img.Tarball, img.Ref, err)
+	}
+	cf, err := im.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]entry{}
+	tr := tar.NewReader(mutate.Extract(im))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		files["/"+strings.TrimSuffix(hdr.Name, "/")] = entry{hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.Linkname, body}
+	}
+	return cf, files
+}
+
+func TestImageContent(t *testing.T) {
+	t.Parallel()
+	img, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(img.Ref, runnerimage.Repository+":") || len(img.Ref) != len(runnerimage.Repository)+1+16 {
+		t.Fatalf("ref %q: want %s:<content hash>", img.Ref, runnerimage.Repository)
+	}
+	cf, files := readImage(t, img)
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s", cf.OS, cf.Architecture)
+	}
+	c := cf.Config
+	if !slices.Equal(c.Entrypoint, []string{"/usr/bin/tini", "--", "/usr/local/bin/entrypoint.sh"}) || c.User != "1001:1001" ||
+		c.WorkingDir != "/home/runner" || !slices.Contains(c.Env, "RUNNER_HOME=/home/runner") {
+		t.Errorf("config %+v: want runner/Dockerfile's entrypoint, user, workdir and RUNNER_HOME", c)
+	}
+	entrypoint, err := os.ReadFile("../../runner/entrypoint.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]entry{
+		"/usr/local/bin/entrypoint.sh":     {typ: tar.TypeReg, mode: 0o755, body: entrypoint},
+		"/usr/bin/tini":                    {typ: tar.TypeReg, mode: 0o755},
+		"/bin/bash":                        {typ: tar.TypeReg, mode: 0o755},
+		"/bin/sh":                          {typ: tar.TypeSymlink, mode: 0o777, link: "bash"},
+		"/bin/busybox":                     {typ: tar.TypeReg, mode: 0o755},
+		"/usr/bin/env":                     {typ: tar.TypeSymlink, mode: 0o777, link: "../../bin/busybox"},
+		"/tmp":                             {typ: tar.TypeDir, mode: 0o1777},
+		"/home/runner":                     {typ: tar.TypeDir, mode: 0o755, uid: 1001, gid: 1001},
+		"/home/runner/_work":               {typ: tar.TypeDir, mode: 0o755, uid: 1001, gid: 1001},
+		"/home/runner/bin/Runner.Listener": {typ: tar.TypeReg, mode: 0o755, uid: 1001, gid: 1001},
+		"/home/runner/bin/Runner.Worker":   {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "Runner.Listener"},
+		"/home/runner/config.sh":           {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
+		"/home/runner/run.sh":              {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
+	}
+	want["/usr/bin/pgrep"] = entry{typ: tar.TypeReg, mode: 0o755}
+	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod"} {
+		want["/bin/"+a] = entry{typ: tar.TypeSymlink, mode: 0o777, link: "busybox"}
+	}
+	for p, w := range want {
+		g, ok := files[p]
+		if !ok || g.typ != w.typ || g.mode != w.mode || g.uid != w.uid || g.gid != w.gid || g.link != w.link ||
+			(w.body != nil && !bytes.Equal(g.body, w.body)) {
+			t.Errorf("%s: %v %+v, want %+v", p, ok, g, w)
+		}
+		if w.typ == tar.TypeReg && len(g.body) == 0 {
+			t.Errorf("%s is empty", p)
+		}
+	}
+	if p := string(files["/etc/passwd"].body); !strings.Contains(p, "runner:x:1001:1001:runner:/home/runner:/bin/bash") || !strings.HasPrefix(p, "root:x:0:0:") {
+		t.Errorf("/etc/passwd:\n%s", p)
+	}
+	if g := string(files["/etc/group"].body); !strings.Contains(g, "runner:x:1001:") {
+		t.Errorf("/etc/group:\n%s", g)
+	}
+}
+
+// TestCachedByContent: the same content is not built twice; a changed
+// entrypoint gives another image.
+func TestCachedByContent(t *testing.T) {
+	t.Parallel()
+	img, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(img.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := runnerimage.Build(context.Background(), runnerimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := os.Stat(again.Tarball)
+	if again != img || !after.ModTime().Equal(before.ModTime()) {
+		t.Fatalf("second build %+v (modified %s), want %+v from the cache", again, after.ModTime(), img)
+	}
+	changed := filepath.Join(t.TempDir(), "entrypoint.sh")
+	raw, _ := os.ReadFile("../../runner/entrypoint.sh")
+	if err := os.WriteFile(changed, append(raw, []byte("# changed\n")...), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Built into a cache of its own (sharing the packages), not to leave it in the user's.
+	home, _ := os.UserHomeDir()
+	cache := t.TempDir()
+	if err := os.Symlink(filepath.Join(home, ".cache", "runnerscaler", "debs"), filepath.Join(cache, "debs")); err != nil {
+		t.Fatal(err)
+	}
+	other, err := runnerimage.Build(context.Background(), runnerimage.Options{EntrypointPath: changed, CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Ref == img.Ref || other.Tarball == img.Tarball {
+		t.Fatalf("a changed entrypoint gave %+v, the same as %+v", other, img)
+	}
+	if _, files := readImage(t, other); !bytes.HasSuffix(files["/usr/local/bin/entrypoint.sh"].body, []byte("# changed\n")) {
+		t.Fatal("the changed entrypoint is not in the image")
+	}
+}
+
+// TestImageRunsAJob unpacks the image and runs its own tini, bash, busybox,
+// entrypoint and fake runner on the host (no container: paths are prefixed with
+// the unpacked root) against a GitHub simulator: an ephemeral runner whose
+// container gets SIGTERM mid-job lets the job finish (busybox pgrep finds
+// Runner.Worker), then exits.
+func TestImageRunsAJob(t *testing.T) {
+	t.Parallel()
+	img, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := unpack(t, img)
+	sim := githubsim.New(githubsim.Options{PATs: []string{"ghp_image"}})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/orgs/acme/actions/runners/generate-jitconfig",
+		strings.NewReader(`{"name":"img-1","runner_group_id":1,"labels":["big"]}`))
+	req.Header.Set("Authorization", "token ghp_image")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var jit struct {
+		Runner  struct{ ID int64 }
+		Encoded string `json:"encoded_jit_config"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&jit)
+	resp.Body.Close()
+	job := sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Duration: 1500 * time.Millisecond})
+
+	home := filepath.Join(root, "home/runner")
+	cmd := exec.Command(filepath.Join(root, "usr/bin/tini"), "-s", "--", filepath.Join(root, "bin/bash"), filepath.Join(root, "usr/local/bin/entrypoint.sh"))
+	cmd.Env = []string{"PATH=" + filepath.Join(root, "usr/bin") + ":" + filepath.Join(root, "bin"), "HOME=" + home, "RUNNER_HOME=" + home,
+		"RUNNER_STATE_DIR=" + t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit.Encoded, "RUNNER_GRACEFUL_STOP_TIMEOUT=20",
+		"RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin/Runner.Worker")}
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, ok := sim.RunningJob(jit.Runner.ID); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job never started; output:\n%s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(25 * time.Second):
+		t.Fatalf("the container did not stop; output:\n%s", out.String())
+	}
+	if got := sim.Jobs()[job.ID-1]; got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess {
+		t.Fatalf("job %+v; output:\n%s", got, out.String())
+	}
+	if !strings.Contains(out.String(), "waiting up to 20s") {
+		t.Fatalf("the entrypoint did not wait for the job (busybox pgrep); output:\n%s", out.String())
+	}
+}
+
+// unpack writes the image's file system under a temporary directory.
+func unpack(t *testing.T, img runnerimage.Image) string {
+	t.Helper()
+	tag, _ := name.NewTag(img.Ref)
+	im, err := tarball.ImageFromPath(img.Tarball, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	tr := tar.NewReader(mutate.Extract(im))
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return root
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, hdr.Name)
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(hdr.Linkname, p)
+		case tar.TypeReg:
+			var body []byte
+			if body, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, body, os.FileMode(hdr.Mode).Perm())
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
