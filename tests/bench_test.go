@@ -36,13 +36,13 @@ func BenchmarkQueuedToStatefulSet(b *testing.B) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func queuedToStatefulSet(b *testing.B, fast bool, n int) []time.Duration {
-	w := newWorld(b, `
+	w := newWorldWith(b, `
 pools:
   - name: p
     organization: acme
     maxReplicas: 1000
-    kubernetes: {namespace: %[1]s, image: runner:1}
-`, loop.Options{StartDelay: time.Hour, SweepEvery: 2 * time.Second, NoFastPath: !fast})
+    kubernetes: {namespace: %[1]s, template: %[2]s}
+`, loop.Options{SweepEvery: 2 * time.Second, NoFastPath: !fast}, pendingTemplate)
 	watcher, err := w.kube.AppsV1().StatefulSets(w.ns).Watch(b.Context(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -85,7 +85,7 @@ func BenchmarkStandardTrace(b *testing.B) {
 		ws := w.loop.Waits()
 		b.ReportMetric(ms(loop.Percentile(ws, 50)), "wait-p50-ms")
 		b.ReportMetric(ms(loop.Percentile(ws, 95)), "wait-p95-ms")
-		b.ReportMetric(w.loop.RunnerTime().Seconds()/float64(len(trace)), "runner-s/job")
+		b.ReportMetric(w.loop.Monitor.PodTime().Seconds()/float64(len(trace)), "pod-s/job")
 		b.ReportMetric(float64(calls)/float64(len(trace)), "github-calls/job")
 		if v := w.loop.Monitor.Violations(); len(v) > 0 {
 			b.Fatalf("violations: %v", v)

@@ -110,11 +110,11 @@ pools:
     labels: [small]
     maxReplicas: 12
     scaleDownDelaySecondsAfterScaleOut: 1
-    kubernetes: {namespace: %[1]s, image: runner:1}
+    kubernetes: {namespace: %[1]s, template: %[2]s}
   - name: big
     organization: acme
     labels: [big]
     maxReplicas: 8
     scaleDownDelaySecondsAfterScaleOut: 1
-    kubernetes: {namespace: %[1]s, image: runner:1}
+    kubernetes: {namespace: %[1]s, template: %[2]s}
 `

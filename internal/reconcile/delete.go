@@ -134,6 +134,16 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 	if err := r.removeFinalizer(ctx, rn.pod); err != nil {
 		return err
 	}
+	if rn.pod.DeletionTimestamp == nil {
+		// Its StatefulSet is gone and the pod is not being deleted: orphaned on
+		// purpose (`kubectl delete --cascade=orphan`), nothing else deletes it,
+		// and its runner is released.
+		uid := rn.pod.UID
+		err := r.kube.CoreV1().Pods(rn.pod.Namespace).Delete(ctx, rn.pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting orphaned pod %s: %w", rn.pod.Name, err)
+		}
+	}
 	s.log.Info("released a runner pod whose statefulset is gone", "pod", rn.pod.Name)
 	return nil
 }
@@ -149,7 +159,8 @@ func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
 	if requested == "" {
 		requested = stamp(now)
 	}
-	annotations := map[string]string{runnerpod.AnnotationUnregistrationRequest: requested}
+	annotations := map[string]string{runnerpod.AnnotationUnregistrationRequest: requested,
+		runnerpod.AnnotationSyncTime: stamp(pod.CreationTimestamp.Time)} // the registration timeout runs from here
 	if id := pod.Annotations[runnerpod.AnnotationJITRunnerID]; id != "" {
 		annotations[runnerpod.AnnotationRunnerID] = id
 	}

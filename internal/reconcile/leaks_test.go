@@ -94,6 +94,24 @@ func TestOrphanedPodIsUnregisteredBeforeRelease(t *testing.T) {
 	e.waitNoPods(10 * time.Second)
 }
 
+// TestPodOrphanedOnPurposeIsUnregisteredAndDeleted: `kubectl delete sts
+// --cascade=orphan` leaves the pod running with no owner and nothing that would
+// delete it; the sweeper unregisters its runner and deletes it.
+func TestPodOrphanedOnPurposeIsUnregisteredAndDeleted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.mustSweep(1, time.Time{})
+	e.deleteStatefulSetWith(name, metav1.DeletePropagationOrphan)
+	e.mustSweep(0, time.Time{})
+	if _, ok := e.sim.Runner(r.ID); ok {
+		t.Fatal("the orphaned pod's runner is still registered")
+	}
+	e.waitNoPods(10 * time.Second)
+}
+
 // TestOrphanedPodReleasesItsJITRegistration (item 5): a StatefulSet deleted by
 // hand before its runner ever ran leaves a pod whose only link to GitHub is the
 // JIT registration its StatefulSet made; finishing the pod removes that runner.
@@ -207,12 +225,19 @@ func TestOnlyOurFinalizerIsRemoved(t *testing.T) {
 	e.mustSweep(1, time.Time{})
 	name := e.statefulSets()[0]
 	e.pods()
-	e.addFinalizer(name, "example.com/first")
+	e.addFinalizer(name, "example.com/second")
+	e.addFinalizer(name, "example.com/first") // [first, second, ours]
 	var once atomic.Bool
 	e.useClient(func(req *http.Request) {
 		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/pods/"+name+"-0") &&
 			strings.Contains(body(req), "finalizers") && !once.Swap(true) {
-			e.addFinalizer(name, "example.com/second") // lands between the sweep's read and its patch
+			// Lands between the sweep's read and its patch, moving our finalizer to
+			// another index. (Removing: the pod may be deleting by now, and a
+			// deleting object accepts no new finalizer.)
+			patch := `[{"op":"test","path":"/metadata/finalizers/0","value":"example.com/first"},{"op":"remove","path":"/metadata/finalizers/0"}]`
+			if _, err := e.kube.CoreV1().Pods(e.ns).Patch(context.Background(), name+"-0", types.JSONPatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 	e.mustSweep(0, time.Time{})
@@ -223,7 +248,7 @@ func TestOnlyOurFinalizerIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pod held by other finalizers is gone: %v", err)
 	}
-	if want := []string{"example.com/second", "example.com/first"}; !slices.Equal(pod.Finalizers, want) {
+	if want := []string{"example.com/second"}; !slices.Equal(pod.Finalizers, want) {
 		t.Fatalf("finalizers %v, want %v", pod.Finalizers, want)
 	}
 }
@@ -282,7 +307,11 @@ func (f *flakyGitHub) RemoveRunner(ctx context.Context, s scope.Scope, id int64)
 // deleteStatefulSet deletes a runner's StatefulSet as a person would (kubectl delete).
 func (e *env) deleteStatefulSet(name string) {
 	e.t.Helper()
-	policy := metav1.DeletePropagationBackground
+	e.deleteStatefulSetWith(name, metav1.DeletePropagationBackground)
+}
+
+func (e *env) deleteStatefulSetWith(name string, policy metav1.DeletionPropagation) {
+	e.t.Helper()
 	if err := e.kube.AppsV1().StatefulSets(e.ns).Delete(e.t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
 		e.t.Fatal(err)
 	}

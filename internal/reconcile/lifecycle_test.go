@@ -293,10 +293,10 @@ func (e *env) jitID(name string) int64 {
 // waitEvent waits for the StatefulSet controller's event with reason about name.
 func (e *env) waitEvent(name, reason string) {
 	e.t.Helper()
-	err := wait.PollUntilContextTimeout(e.t.Context(), 100*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(e.t.Context(), 250*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := e.kube.CoreV1().Events(e.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
-			return false, err
+			return false, nil // the client's rate limiter under parallel tests: poll again
 		}
 		return slices.ContainsFunc(list.Items, func(ev corev1.Event) bool {
 			return ev.InvolvedObject.Name == name && ev.Reason == reason

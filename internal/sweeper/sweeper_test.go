@@ -289,7 +289,7 @@ type interval struct {
 }
 
 // recordingReconciler records each call's interval; the first call runs until its
-// context is cancelled, as a long reconcile would.
+// context is cancelled or release is closed, as a long reconcile would.
 type recordingReconciler struct {
 	clock   clock.PassiveClock
 	mu      sync.Mutex
@@ -297,6 +297,7 @@ type recordingReconciler struct {
 	calls   []*interval
 	entered chan struct{}
 	ended   chan struct{}
+	release chan struct{} // nil: only the context ends the first call
 }
 
 func (r *recordingReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
@@ -311,8 +312,11 @@ func (r *recordingReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ sca
 	var err error
 	if iv.holder == 1 {
 		close(r.entered)
-		<-ctx.Done()
-		err = ctx.Err()
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-r.release:
+		}
 	}
 	r.mu.Lock()
 	r.seq++
@@ -439,6 +443,60 @@ func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	}
 	if r := <-first; !contains(r.Failed, "octo") {
 		t.Fatalf("report %+v, want octo failed", r)
+	}
+}
+
+// flakyRenewals fails the first renewal as DynamoDB's 500 would, and passes the
+// others on; it signals each renewal.
+type flakyRenewals struct {
+	poolstate.API
+	calls    atomic.Int32
+	renewing chan struct{}
+}
+
+func (f *flakyRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	if aws.ToString(in.UpdateExpression) != "SET #until = :until" {
+		return f.API.UpdateItem(ctx, in, opts...)
+	}
+	n := f.calls.Add(1)
+	f.renewing <- struct{}{}
+	if n == 1 {
+		return nil, &types.InternalServerError{Message: aws.String("internal server error")}
+	}
+	return f.API.UpdateItem(ctx, in, opts...)
+}
+
+// TestFailedRenewalIsRetriedUntilTheDeadline: a renewal that fails for a reason
+// other than a lost lease is retried, and a successful retry moves the deadline,
+// so the reconcile runs on past the first deadline.
+func TestFailedRenewalIsRetriedUntilTheDeadline(t *testing.T) {
+	t.Parallel()
+	db := &flakyRenewals{renewing: make(chan struct{}, 10)}
+	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{}), release: make(chan struct{})}
+	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db },
+		poolstate.WithMargin(5*time.Second))
+	rec.clock = e.clock
+	first := make(chan sweeper.Report, 1)
+	go func() {
+		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
+		first <- r
+	}()
+	waitFor(t, rec.entered, "the reconcile")
+	e.clock.SetTime(t0.Add(10 * time.Second))
+	waitFor(t, db.renewing, "the first renewal (fails)")
+	e.clock.SetTime(t0.Add(12 * time.Second)) // the retry, a fifteenth of the lease later
+	waitFor(t, db.renewing, "the retried renewal (succeeds)")
+	e.clock.SetTime(t0.Add(22 * time.Second)) // a third of the lease after the retry was sent
+	waitFor(t, db.renewing, "the renewal after the retry")
+	e.clock.SetTime(t0.Add(30 * time.Second)) // past the first deadline (25 s), before the retry's (37 s)
+	time.Sleep(100 * time.Millisecond)
+	close(rec.release)
+	waitFor(t, rec.ended, "the reconcile")
+	if r := <-first; !contains(r.Swept, "octo") {
+		t.Fatalf("report %+v, want octo swept under the renewed lease", r)
+	}
+	if iv := rec.intervals(); !iv[0].end.Equal(t0.Add(30 * time.Second)) {
+		t.Fatalf("reconcile ended at %s, want at its release (%s)", iv[0].end, t0.Add(30*time.Second))
 	}
 }
 
