@@ -58,16 +58,21 @@ func image(t testing.TB) string {
 // the runner image).
 func newWorld(t testing.TB, poolsYAML string, opts loop.Options) *world {
 	t.Helper()
-	return newWorldWith(t, poolsYAML, opts, func(img string) string { return loop.RunnerTemplate(img) })
+	return newWorldWith(t, poolsYAML, opts, loop.RunnerTemplate)
 }
 
-// newWorldWith is newWorld with the template made by tmpl from the runner image.
-func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpl func(image string) string) *world {
+// newWorldWith is newWorld with templates made from the runner image by tmpls:
+// %[2]s, %[3]s, ... in poolsYAML.
+func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...func(image string) string) *world {
 	t.Helper()
 	img := image(t)
 	db, tableName := testenv.Table(t)
 	kube, ns := testenv.Namespace(t)
-	cfg, err := pool.Parse(fmt.Appendf(nil, poolsYAML, ns, tmpl(img)))
+	args := []any{ns}
+	for _, tmpl := range tmpls {
+		args = append(args, tmpl(img))
+	}
+	cfg, err := pool.Parse(fmt.Appendf(nil, poolsYAML, args...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package redeliver_test
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -234,5 +236,34 @@ func TestWindowRunsFromTheOriginalDelivery(t *testing.T) {
 	defer f.mu.Unlock()
 	if len(f.got) != 1 || f.got[0] != recent {
 		t.Fatalf("redelivered jobs %v, want only %d (not %d, first attempted 40 minutes ago)", f.got, recent, old)
+	}
+}
+
+// recordingApp notes the ids Recover asks to redeliver, in order.
+type recordingApp struct {
+	redeliver.App
+	ids []int64
+}
+
+func (a *recordingApp) Redeliver(ctx context.Context, id int64) error {
+	a.ids = append(a.ids, id)
+	return a.App.Redeliver(ctx, id)
+}
+
+// TestRedeliversOldestFirst: a job's queued is asked for before a later delivery.
+func TestRedeliversOldestFirst(t *testing.T) {
+	t.Parallel()
+	clk := clocktesting.NewFakeClock(time.Now())
+	f := newFailing(t, clk, 503)
+	for range 4 {
+		f.queue()
+		clk.Step(time.Second)
+	}
+	app := &recordingApp{App: f.app}
+	if n, err := redeliver.New(app, clk, 0, nil).Recover(t.Context()); err != nil || n != 4 {
+		t.Fatalf("Recover = %d, %v; want 4", n, err)
+	}
+	if !slices.IsSorted(app.ids) || len(app.ids) != 4 {
+		t.Fatalf("redelivered ids %v, want the 4 oldest first", app.ids)
 	}
 }

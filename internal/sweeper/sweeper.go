@@ -384,6 +384,8 @@ type leaseKeeper struct {
 	deadline, renewAt time.Time
 	// renewal is non-nil while a renewal is in flight; it receives its result.
 	renewal chan error
+	// sent is when the last renewal was sent.
+	sent time.Time
 }
 
 // due is when the keeper must act next: renew, or stop at the deadline.
@@ -403,7 +405,7 @@ func (k *leaseKeeper) tick() bool {
 		return true
 	}
 	if k.renewal == nil && !now.Before(k.renewAt) {
-		k.renewal = make(chan error, 1)
+		k.renewal, k.sent = make(chan error, 1), now
 		go func(result chan<- error) { result <- k.lease.Renew(k.renewCtx) }(k.renewal)
 	}
 	return false
@@ -411,7 +413,8 @@ func (k *leaseKeeper) tick() bool {
 
 // renewed takes a renewal's result: success moves the deadline and schedules the
 // next renewal a third of the length after it was sent; a lost lease cancels at
-// once; another failure is retried shortly, until the deadline.
+// once; another failure is retried a fifteenth of the length after it was sent
+// (at once if it took longer), until the deadline.
 func (k *leaseKeeper) renewed(err error) bool {
 	k.renewal = nil
 	switch {
@@ -422,7 +425,7 @@ func (k *leaseKeeper) renewed(err error) bool {
 		return true
 	default:
 		k.log.WarnContext(k.renewCtx, "renewing lease", "error", err, "deadline", k.deadline)
-		k.renewAt = k.clock.Now().Add(k.lease.Length() / 15)
+		k.renewAt = k.sent.Add(k.lease.Length() / 15)
 	}
 	return false
 }

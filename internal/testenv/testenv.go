@@ -59,10 +59,13 @@ type servers struct {
 func Main(m *testing.M) {
 	code := m.Run()
 	if private != nil {
+		dir := filepath.Dir(private.Kubeconfig)
 		if err := private.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "testenv: stopping stack:", err)
+			// Its directory stays: never remove through a mount Stop left.
+			fmt.Fprintf(os.Stderr, "testenv: stopping the stack in %s: %v\n", dir, err)
+		} else {
+			_ = os.RemoveAll(dir)
 		}
-		_ = os.RemoveAll(filepath.Dir(private.Kubeconfig))
 	}
 	os.Exit(code)
 }

@@ -343,8 +343,11 @@ func routeOf(j githubsim.Job) pool.Job {
 }
 
 // judgeWaits records a violation for every job that has been queued longer than
-// the wait bound while its pool had room for another runner (fewer runners than
-// maxReplicas, not counting those being stopped). Each job is reported once.
+// the wait bound while its pool had room for another runner: fewer live runners
+// than maxReplicas, as the product counts them (a runner being stopped holds its
+// slot until it is deleted), except that a runner marked for unregistration
+// longer than the wait bound ago no longer counts — its stop is stuck. Each job
+// is reported once.
 func (l *Loop) judgeWaits(ctx context.Context, jobs []githubsim.Job) {
 	cfg := l.Pools()
 	for _, j := range jobs {
@@ -361,22 +364,26 @@ func (l *Loop) judgeWaits(ctx context.Context, jobs []githubsim.Job) {
 		if excused {
 			continue
 		}
-		if n, ok := l.activeRunners(ctx, p); ok && n < p.Max() {
+		if n, ok := l.liveRunners(ctx, p); ok && n < p.Max() {
 			l.Monitor.violateOnce(fmt.Sprintf("wait %d", j.ID), "job %d queued for %s while pool %s had %d of %d runners", j.ID,
 				time.Since(j.QueuedAt).Round(time.Second), p.Name, n, p.Max())
 		}
 	}
 }
 
-// activeRunners counts the pool's StatefulSets not being stopped.
-func (l *Loop) activeRunners(ctx context.Context, p *pool.Pool) (int, bool) {
+// liveRunners counts the pool's StatefulSets that hold a slot (see judgeWaits).
+func (l *Loop) liveRunners(ctx context.Context, p *pool.Pool) (int, bool) {
 	list, err := l.opts.Kube.AppsV1().StatefulSets(p.Kubernetes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool + "=" + p.Name})
 	if err != nil {
 		return 0, false
 	}
 	n := 0
 	for _, s := range list.Items {
-		if _, marked := s.Annotations[runnerpod.AnnotationUnregistrationRequest]; !marked && s.DeletionTimestamp == nil {
+		if s.DeletionTimestamp != nil {
+			continue
+		}
+		marked, err := time.Parse(time.RFC3339, s.Annotations[runnerpod.AnnotationUnregistrationRequest])
+		if err != nil || time.Since(marked) < l.opts.WaitBound {
 			n++
 		}
 	}

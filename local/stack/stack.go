@@ -491,7 +491,7 @@ func kubeBinaries(ctx context.Context, opts Options) (string, error) {
 	if opts.KubeBinDir != "" {
 		return opts.KubeBinDir, nil
 	}
-	progress(opts, "stack: locating Kubernetes binaries (a cold build takes ~22 min; cached afterwards)")
+	progress(opts, "stack: locating Kubernetes binaries (a cold build takes ~23 min; cached afterwards)")
 	cmd := exec.CommandContext(ctx, "bash", filepath.Join(opts.Root, "local", "kube-build.sh"))
 	cmd.Stderr = opts.Progress
 	if opts.Progress == nil {

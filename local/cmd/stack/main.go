@@ -51,7 +51,7 @@ func run(args []string) error {
 		s, err := stack.Up(ctx, stack.Options{
 			Dir: dir, Root: root, Detach: true, PersistDynamo: os.Getenv("RUNNERSCALER_PERSIST") != "",
 			KubeBinDir: os.Getenv("RUNNERSCALER_KUBE_BIN"), Progress: os.Stderr,
-			Node:       os.Getenv("RUNNERSCALER_NODE") != "0",
+			Node: os.Getenv("RUNNERSCALER_NODE") != "0",
 		})
 		if err != nil {
 			return err
