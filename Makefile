@@ -24,7 +24,7 @@ local/dynalite/node_modules/.package-lock.json: local/dynalite/package-lock.json
 	npm ci --prefix local/dynalite --no-audit --no-fund
 
 .PHONY: kube
-kube: ## Build (or find cached) etcd, kube-apiserver and kube-controller-manager (~22 min cold)
+kube: ## Build (or find cached) etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet
 	@bash local/kube-build.sh
 
 .PHONY: build

@@ -1,14 +1,20 @@
 // Tests of runner/entrypoint.sh: it runs under bash with stub config.sh, run.sh,
-// docker and sudo that record their arguments and environment.
+// docker, dockerd and sudo that record their arguments and environment. The tests
+// run as root, as the entrypoint does in a runner pod, so the privilege drop to
+// the runner user (uid 1001, through the host's util-linux setpriv) is real.
 package runner_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,15 +24,39 @@ const secret = "s3cr3t-registration-token"
 
 // Stub run.sh modes (STUB_RUN): exit (with STUB_RC), idle (until TERM), job (a
 // Runner.Worker-like process for STUB_JOB seconds, then exit 0).
+// runnerUID is the runner user of the images (runner/Dockerfile, local/runnerimage);
+// this host has no such user, so the tests name it RUNNER_USER=1001:1001.
+const runnerUID = 1001
+
+// Stub run.sh modes (STUB_RUN): exit (with STUB_RC), idle (until TERM), job (a
+// Runner.Worker-like process for STUB_JOB seconds, then exit 0). Before that it
+// records who it runs as and what it can reach, as a job step would: the
+// entrypoint's environment (its parent's /proc/PID/environ) and the files of the
+// state directory.
 const stubRun = `#!/usr/bin/env bash
 echo "args:$*" >> "$STUB_DIR/run.log"
 echo "jit:${ACTIONS_RUNNER_INPUT_JITCONFIG:-}" >> "$STUB_DIR/run.log"
 echo "token:${RUNNER_TOKEN:-}${ACTIONS_RUNNER_INPUT_TOKEN:-}" >> "$STUB_DIR/run.log"
+{
+	echo "uid:$(id -u):$(id -g) home:$HOME"
+	echo "ppid:$PPID"
+	if cat "/proc/$PPID/environ" >/dev/null 2>&1; then echo "entrypoint-environ:readable"; else echo "entrypoint-environ:denied"; fi
+	if [ -n "${RUNNER_STATE_DIR:-}" ]; then
+		for f in ran .runner .credentials; do
+			cat "$RUNNER_STATE_DIR/$f" >/dev/null 2>&1 && echo "state $f: read"
+			(echo tampered >> "$RUNNER_STATE_DIR/$f") 2>/dev/null && echo "state $f: written"
+			rm -f "$RUNNER_STATE_DIR/$f" 2>/dev/null && echo "state $f: removed"
+		done
+		touch "$RUNNER_STATE_DIR/new" 2>/dev/null && echo "state: created a file"
+		ls "$RUNNER_STATE_DIR" >/dev/null 2>&1 && echo "state: listed"
+	fi
+} >> "$STUB_DIR/run.log"
+env > "$STUB_DIR/run.env"
 worker=''
 trap 'echo term >> "$STUB_DIR/events"; [ -n "$worker" ] && kill "$worker" 2>/dev/null; exit 143' TERM
 case ${STUB_RUN:-exit} in
 exit) exit "${STUB_RC:-0}" ;;
-idle) while :; do sleep 0.1; done ;;
+idle) echo idle >> "$STUB_DIR/events"; while :; do sleep 0.1; done ;;
 job)
 	(exec -a "$RUNNER_WORKER_PATTERN" sleep "$STUB_JOB") &
 	worker=$!
@@ -40,6 +70,7 @@ esac
 const stubConfig = `#!/usr/bin/env bash
 echo "args:$*" >> "$STUB_DIR/config.log"
 echo "token:${ACTIONS_RUNNER_INPUT_TOKEN:-}" >> "$STUB_DIR/config.log"
+echo "uid:$(id -u):$(id -g)" >> "$STUB_DIR/config.log"
 home=$(dirname "$0")
 echo "registration of $STUB_DIR" > "$home/.runner"
 echo "credentials of $STUB_DIR" > "$home/.credentials"
@@ -56,21 +87,70 @@ const stubSudo = `#!/usr/bin/env bash
 echo "$*" >> "$STUB_DIR/sudo.log"
 `
 
+const stubDockerd = `#!/usr/bin/env bash
+echo "uid:$(id -u) $*" >> "$STUB_DIR/dockerd.log"
+`
+
+// jitConfig encodes files as actions/runner's JIT configs are: base64 of a JSON
+// object mapping each file name to base64 of its content.
+func jitConfig(files map[string]string) string {
+	enc := map[string]string{}
+	for name, content := range files {
+		enc[name] = base64.StdEncoding.EncodeToString([]byte(content))
+	}
+	raw, _ := json.Marshal(enc)
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+// jitCredential is in the .credentials of jit, the JIT config most tests use.
+const jitCredential = "s3cr3t-jit-credential"
+
+var jit = jitConfig(map[string]string{".runner": `{"agentId":7,"serverUrl":"http://127.0.0.1:1"}`,
+	".credentials": `{"scheme":"OAuthAccessToken","data":{"token":"` + jitCredential + `"}}`})
+
 type run struct {
 	dir    string
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *syncBuffer
 	doneCh chan error
 }
 
+// sharedDir is a fresh directory that the runner user can use (t.TempDir's are
+// root's alone), owned by uid:gid.
+func sharedDir(t *testing.T, uid, gid int) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "entrypoint-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// start runs the entrypoint as root, as in a runner pod: its runner home (with
+// the stubs) belongs to the runner user, whom it runs config.sh and run.sh as.
 func start(t *testing.T, env ...string) *run {
 	t.Helper()
-	dir := t.TempDir()
+	return startAs(t, 0, env...)
+}
+
+// startAs runs the entrypoint as uid (0, or the runner user for a template that
+// sets runAsUser).
+func startAs(t *testing.T, uid int, env ...string) *run {
+	t.Helper()
+	dir := sharedDir(t, runnerUID, runnerUID)
 	bin := filepath.Join(dir, "bin")
 	if err := os.Mkdir(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"run.sh": stubRun, "config.sh": stubConfig, "bin/docker": stubDocker, "bin/sudo": stubSudo} {
+	for name, body := range map[string]string{"run.sh": stubRun, "config.sh": stubConfig, "bin/docker": stubDocker,
+		"bin/sudo": stubSudo, "bin/dockerd": stubDockerd} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -78,16 +158,21 @@ func start(t *testing.T, env ...string) *run {
 	cmd := exec.Command("bash", "entrypoint.sh")
 	cmd.Env = append([]string{
 		"PATH=" + bin + ":" + os.Getenv("PATH"), "HOME=" + dir, "RUNNER_HOME=" + dir, "STUB_DIR=" + dir,
+		fmt.Sprintf("RUNNER_USER=%d:%d", runnerUID, runnerUID),
+		"DOCKERD_LOG=" + filepath.Join(dir, "dockerd.out"),
 		"RUNNER_WORKER_PATTERN=fake-worker-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()), // unique: tests run in parallel
 	}, env...)
-	r := &run{dir: dir, cmd: cmd, out: &bytes.Buffer{}, doneCh: make(chan error, 1)}
+	r := &run{dir: dir, cmd: cmd, out: &syncBuffer{}, doneCh: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = r.out, r.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // so a test can kill the whole container
+	if uid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { r.doneCh <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	return r
 }
 
@@ -125,20 +210,107 @@ func (r *run) waitFor(t *testing.T, name, content string) {
 	}
 }
 
+// mustNotLeak fails when a secret is in the entrypoint's output, or in run.sh's
+// environment (and so in every job's).
+func (r *run) mustNotLeak(t *testing.T, secrets ...string) {
+	t.Helper()
+	for _, s := range secrets {
+		if strings.Contains(r.out.String(), s) {
+			t.Fatalf("the output shows a secret:\n%s", r.out)
+		}
+		if env := r.file("run.env"); strings.Contains(env, s) {
+			t.Fatalf("run.sh's environment, which every job step inherits, has a secret:\n%s", env)
+		}
+	}
+}
+
+// mustBeRunner checks that the named stub ran as the runner user.
+func (r *run) mustBeRunner(t *testing.T, log string) {
+	t.Helper()
+	if want := fmt.Sprintf("uid:%d:%d", runnerUID, runnerUID); !strings.Contains(r.file(log), want) {
+		t.Fatalf("%s: %q, want it run as the runner user (%s); output:\n%s", log, r.file(log), want, r.out)
+	}
+}
+
+func fileOwner(t *testing.T, path string) (uid int, mode os.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(fi.Sys().(*syscall.Stat_t).Uid), fi.Mode()
+}
+
+// TestJITConfig: the JIT config becomes the runner's files in its home (the
+// runner user's, 0600) before run.sh starts, as run.sh would write them itself;
+// run.sh gets no argument and no credential in its environment.
 func TestJITConfig(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+secret)
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
 	if rc := r.wait(t); rc != 0 {
 		t.Fatalf("exit %d, want 0 after the ephemeral job; output:\n%s", rc, r.out)
 	}
 	if r.file("config.log") != "" {
 		t.Fatalf("config.sh ran with a JIT config: %s", r.file("config.log"))
 	}
-	if run := r.file("run.log"); !strings.Contains(run, "args:\n") || !strings.Contains(run, "jit:"+secret) {
-		t.Fatalf("run.sh must get the JIT config from its environment, not its arguments: %s", run)
+	if run := r.file("run.log"); !strings.Contains(run, "args:\n") || !strings.Contains(run, "jit:\n") {
+		t.Fatalf("run.sh must get the JIT config neither in its arguments nor in its environment: %s", run)
 	}
-	if strings.Contains(r.out.String(), secret) {
-		t.Fatalf("output leaks the JIT config:\n%s", r.out)
+	r.mustBeRunner(t, "run.log")
+	for name, want := range map[string]string{".runner": `{"agentId":7,"serverUrl":"http://127.0.0.1:1"}`,
+		".credentials": `{"scheme":"OAuthAccessToken","data":{"token":"` + jitCredential + `"}}`} {
+		if got := r.file(name); got != want {
+			t.Fatalf("%s: %q, want the JIT config's %q", name, got, want)
+		}
+		if uid, mode := fileOwner(t, filepath.Join(r.dir, name)); uid != runnerUID || mode.Perm() != 0o600 {
+			t.Fatalf("%s: owner %d mode %v, want the runner user's, 0600", name, uid, mode)
+		}
+	}
+	r.mustNotLeak(t, jit, jitCredential)
+	if strings.Contains(r.file("run.env"), "ACTIONS_RUNNER_INPUT_") {
+		t.Fatalf("run.sh's environment has a runner input:\n%s", r.file("run.env"))
+	}
+}
+
+// TestJITConfigFormats: JSON as a .NET or Go encoder may write it (spaces,
+// escaped / and +, any order), every file written; what the runner could not read
+// either is refused without showing it.
+func TestJITConfigFormats(t *testing.T) {
+	t.Parallel()
+	// "\xfb\xff\xfe" is "+//+" in base64: escapes to undo.
+	odd := "\xfb\xff\xfe"
+	raw := " {\n  \".credentials_rsaparams\" : \"\\u002B\\/\\/\\u002b\" ,\n \".runner\":\"" +
+		base64.StdEncoding.EncodeToString([]byte(`{"agentId":8}`)) + "\",\".credentials\":\"e30=\"\n}\n"
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+base64.StdEncoding.EncodeToString([]byte(raw)))
+	if rc := r.wait(t); rc != 0 {
+		t.Fatalf("exit %d; output:\n%s", rc, r.out)
+	}
+	if r.file(".runner") != `{"agentId":8}` || r.file(".credentials") != "{}" || r.file(".credentials_rsaparams") != odd {
+		t.Fatalf("files %q %q %q", r.file(".runner"), r.file(".credentials"), r.file(".credentials_rsaparams"))
+	}
+
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	bad := []struct {
+		name, jit, want string
+	}{
+		{"not base64", "s3cr3t-not-base64!", "not a runner JIT config"},
+		{"not JSON", b64("s3cr3t-not-json"), "not a runner JIT config"},
+		{"not base64 files", b64(`{".runner":"s3cr3t!"}`), "not a runner JIT config"},
+		{"a path", b64(`{".runner":"e30=","../../etc/s3cr3t":"e30="}`), "a file named '../../etc/s3cr3t'"},
+		{"no .runner", b64(`{".credentials":"czNjcjN0"}`), "has no .runner"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+tc.jit)
+			if rc := r.wait(t); rc != 1 || !strings.Contains(r.out.String(), tc.want) {
+				t.Fatalf("exit %d, output %q; want 1 and %q", rc, r.out, tc.want)
+			}
+			if r.file("run.log") != "" {
+				t.Fatal("run.sh started with a JIT config it cannot use")
+			}
+			r.mustNotLeak(t, tc.jit, "s3cr3t!", "czNjcjN0", "s3cr3t-not")
+		})
 	}
 }
 
@@ -170,9 +342,9 @@ func TestRegistrationToken(t *testing.T) {
 			if run := r.file("run.log"); !strings.Contains(run, "token:\n") {
 				t.Fatalf("run.sh (and so every job) must not see the registration token: %s", run)
 			}
-			if strings.Contains(r.out.String(), secret) {
-				t.Fatalf("output leaks the token:\n%s", r.out)
-			}
+			r.mustBeRunner(t, "config.log")
+			r.mustBeRunner(t, "run.log")
+			r.mustNotLeak(t, secret)
 		})
 	}
 }
@@ -185,11 +357,14 @@ func TestBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{"no credentials", []string{"RUNNER_ORG=acme"}, "no credentials"},
-		{"two credentials", []string{"RUNNER_TOKEN=" + secret, "ACTIONS_RUNNER_INPUT_JITCONFIG=" + secret, "RUNNER_ORG=a"}, "set only one"},
+		{"two credentials", []string{"RUNNER_TOKEN=" + secret, "ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "RUNNER_ORG=a"}, "set only one"},
 		{"no scope", []string{"RUNNER_TOKEN=" + secret}, "exactly one of RUNNER_ENTERPRISE, RUNNER_ORG, RUNNER_REPO (got 0)"},
 		{"two scopes", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_REPO=a/b"}, "(got 2)"},
 		{"bad ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_EPHEMERAL=yes"}, "RUNNER_EPHEMERAL must be true or false"},
-		{"bad grace", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x", "RUNNER_GRACEFUL_STOP_TIMEOUT=soon"}, "RUNNER_GRACEFUL_STOP_TIMEOUT must be a number"},
+		{"bad grace", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "RUNNER_GRACEFUL_STOP_TIMEOUT=soon"}, "RUNNER_GRACEFUL_STOP_TIMEOUT must be a number"},
+		{"unknown runner user", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_USER=no-such-user"}, "no user 'no-such-user' in /etc/passwd"},
+		{"root as the runner user", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_USER=0:0"}, "RUNNER_USER must not be root"},
+		{"no setpriv", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_SETPRIV=/no/setpriv"}, "cannot drop privileges: no '/no/setpriv'"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -207,7 +382,7 @@ func TestBadConfiguration(t *testing.T) {
 
 func TestExitCodeIsTheRunners(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RC=3")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RC=3")
 	if rc := r.wait(t); rc != 3 {
 		t.Fatalf("exit %d, want run.sh's 3", rc)
 	}
@@ -215,23 +390,28 @@ func TestExitCodeIsTheRunners(t *testing.T) {
 
 func TestWaitsForDocker(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "DOCKER_ENABLED=true", "STUB_DOCKER_FAILS=2")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "DOCKER_ENABLED=true", "STUB_DOCKER_FAILS=2")
 	if rc := r.wait(t); rc != 0 || strings.TrimSpace(r.file("docker-calls")) != "3" || r.file("run.log") == "" {
 		t.Fatalf("exit %d after %s docker calls; want the runner started after the third", rc, r.file("docker-calls"))
 	}
-	r = start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "DOCKER_ENABLED=true", "STUB_DOCKER_FAILS=1000", "DOCKER_WAIT_TIMEOUT=1")
+	r = start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "DOCKER_ENABLED=true", "STUB_DOCKER_FAILS=1000", "DOCKER_WAIT_TIMEOUT=1")
 	if rc := r.wait(t); rc != 1 || !strings.Contains(r.out.String(), "docker did not become ready within 1s") || r.file("run.log") != "" {
 		t.Fatalf("exit %d, output %q; want a bounded wait and a clear error", rc, r.out)
 	}
-	r = start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "DOCKERD_IN_RUNNER=true")
-	if rc := r.wait(t); rc != 0 || !strings.Contains(r.file("sudo.log"), "-n dockerd") {
-		t.Fatalf("exit %d, sudo %q; want dockerd started with sudo", rc, r.file("sudo.log"))
+	r = start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "DOCKERD_IN_RUNNER=true")
+	rc := r.wait(t)
+	r.waitFor(t, "dockerd.log", "uid:") // started in the background
+	if rc != 0 || r.file("dockerd.log") != "uid:0 \n" || r.file("sudo.log") != "" {
+		t.Fatalf("exit %d, dockerd %q, sudo %q; want dockerd started by the entrypoint, as root", rc, r.file("dockerd.log"), r.file("sudo.log"))
+	}
+	if !strings.Contains(r.out.String(), "not protected") {
+		t.Fatalf("no warning that jobs with docker can read the credentials:\n%s", r.out)
 	}
 }
 
 func TestSIGTERMIdleRunnerStopsAtOnce(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RUN=idle", "RUNNER_GRACEFUL_STOP_TIMEOUT=30")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=idle", "RUNNER_GRACEFUL_STOP_TIMEOUT=30")
 	r.waitFor(t, "run.log", "args:")
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	if rc := r.wait(t); rc != 143 || !strings.Contains(r.file("events"), "term") {
@@ -244,7 +424,7 @@ func TestSIGTERMIdleRunnerStopsAtOnce(t *testing.T) {
 
 func TestSIGTERMWaitsForTheJob(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RUN=job", "STUB_JOB=2", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=job", "STUB_JOB=2", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
 	r.waitFor(t, "events", "job-started")
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	if rc := r.wait(t); rc != 143 {
@@ -260,7 +440,7 @@ func TestSIGTERMWaitsForTheJob(t *testing.T) {
 
 func TestSIGTERMAfterGraceStopsTheRunner(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RUN=job", "STUB_JOB=60", "RUNNER_GRACEFUL_STOP_TIMEOUT=1")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=job", "STUB_JOB=60", "RUNNER_GRACEFUL_STOP_TIMEOUT=1")
 	r.waitFor(t, "events", "job-started")
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	if rc := r.wait(t); rc != 143 {
@@ -282,9 +462,9 @@ func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 		first []string
 		kill  bool
 	}{
-		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x"}, false},
-		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RC=3"}, false},
-		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=x", "STUB_RUN=job", "STUB_JOB=60"}, true},
+		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, false},
+		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RC=3"}, false},
+		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=job", "STUB_JOB=60"}, true},
 		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false},
 	}
 	for _, tc := range cases {
@@ -320,7 +500,7 @@ func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 // state volume) works as before, with a warning.
 func TestEphemeralWithoutStateDirStillRuns(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG=x")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
 	if rc := r.wait(t); rc != 0 || r.file("run.log") == "" || !strings.Contains(r.out.String(), "RUNNER_STATE_DIR is not set") {
 		t.Fatalf("exit %d, output:\n%s", rc, r.out)
 	}
@@ -341,8 +521,13 @@ func TestPersistentRunnerKeepsItsRegistration(t *testing.T) {
 	if err != nil || !strings.Contains(string(kept), first.dir) {
 		t.Fatalf("registration not kept in the state directory: %q %v", kept, err)
 	}
-	if fi, err := os.Stat(filepath.Join(state, ".credentials")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("kept credentials: %v, mode %v; want 0600", err, fi)
+	for _, f := range []string{".runner", ".credentials"} {
+		if uid, mode := fileOwner(t, filepath.Join(state, f)); uid != 0 || mode.Perm() != 0o600 {
+			t.Fatalf("kept %s: owner %d, mode %v; want root's, 0600", f, uid, mode)
+		}
+	}
+	if first.file("run.log") == "" || strings.Contains(first.file("run.log"), "state ") {
+		t.Fatalf("run.sh (as every job) reached the kept registration: %s", first.file("run.log"))
 	}
 	again := start(t, env...) // a fresh container file system, the same pod
 	if rc := again.wait(t); rc != 0 || again.file("config.log") != "" || again.file("run.log") == "" {
@@ -351,8 +536,125 @@ func TestPersistentRunnerKeepsItsRegistration(t *testing.T) {
 	if got := again.file(".runner"); got != string(kept) {
 		t.Fatalf("restored .runner %q, want %q", got, kept)
 	}
+	if uid, mode := fileOwner(t, filepath.Join(again.dir, ".credentials")); uid != runnerUID || mode.Perm() != 0o600 {
+		t.Fatalf("restored .credentials: owner %d, mode %v; want the runner user's, 0600", uid, mode)
+	}
+	again.mustBeRunner(t, "run.log")
 	fresh := start(t, "RUNNER_TOKEN="+secret, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=false", "RUNNER_STATE_DIR="+t.TempDir())
 	if rc := fresh.wait(t); rc != 0 || !strings.Contains(fresh.file("config.log"), "args:") {
 		t.Fatalf("new pod: exit %d, config %q; want it registered", rc, fresh.file("config.log"))
 	}
+}
+
+// TestJobCannotReadTheCredentials: run.sh — and so every job step, which runs as
+// its user — runs as the runner user; it cannot read the environment of the
+// entrypoint, which does hold the credentials, nor read, change or delete the
+// files of the state directory (the run-once marker, a kept registration). The
+// registration token is in config.sh's environment only.
+func TestJobCannotReadTheCredentials(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		env    []string
+		secret string
+	}{
+		{"JIT config", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, jit},
+		{"registration token, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, secret},
+		{"registration token, persistent", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=false"}, secret},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			if err := os.Chmod(state, 0o777); err != nil { // as an emptyDir is created
+				t.Fatal(err)
+			}
+			r := start(t, append(tc.env, "RUNNER_STATE_DIR="+state, "STUB_RUN=idle")...)
+			r.waitFor(t, "events", "idle")
+			environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", r.cmd.Process.Pid))
+			if err != nil || !strings.Contains(string(environ), tc.secret) {
+				t.Fatalf("the entrypoint's environment (%v) does not hold the secret: this test would prove nothing", err)
+			}
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			if rc := r.wait(t); rc != 143 {
+				t.Fatalf("exit %d; output:\n%s", rc, r.out)
+			}
+			log := r.file("run.log")
+			r.mustBeRunner(t, "run.log")
+			if !strings.Contains(log, fmt.Sprintf("ppid:%d\n", r.cmd.Process.Pid)) || !strings.Contains(log, "entrypoint-environ:denied") {
+				t.Fatalf("run.sh read its parent's, the entrypoint's, environment: %s", log)
+			}
+			if strings.Contains(log, "state") {
+				t.Fatalf("run.sh reached the state directory: %s", log)
+			}
+			if uid, mode := fileOwner(t, state); uid != 0 || mode.Perm() != 0o700 {
+				t.Fatalf("state directory: owner %d, mode %v; want root's alone", uid, mode)
+			}
+			if tc.secret == secret && !strings.Contains(r.file("config.log"), "token:"+secret) {
+				t.Fatalf("config.sh did not get the token: %s", r.file("config.log"))
+			}
+			r.mustNotLeak(t, tc.secret, jitCredential)
+			if strings.Contains(r.file("run.env"), "RUNNER_TOKEN") {
+				t.Fatalf("run.sh's environment names the token:\n%s", r.file("run.env"))
+			}
+		})
+	}
+}
+
+// TestEphemeralMarkerIsRoots: the run-once marker is root's file in root's
+// directory; a restarted container still finds it after the runner user tried to
+// remove it.
+func TestEphemeralMarkerIsRoots(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	first := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_STATE_DIR="+state)
+	if rc := first.wait(t); rc != 0 {
+		t.Fatalf("exit %d; output:\n%s", rc, first.out)
+	}
+	if uid, mode := fileOwner(t, filepath.Join(state, "ran")); uid != 0 || mode.Perm() != 0o600 {
+		t.Fatalf("marker: owner %d, mode %v; want root's, 0600", uid, mode)
+	}
+	again := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_STATE_DIR="+state)
+	if rc := again.wait(t); rc != 0 || again.file("run.log") != "" || !strings.Contains(again.out.String(), "already ran") {
+		t.Fatalf("restart: exit %d, run %q; output:\n%s", rc, again.file("run.log"), again.out)
+	}
+}
+
+// TestNotRoot: started as the runner user (a template that sets runAsUser), the
+// entrypoint works as before, with nobody to drop privileges to, and says loudly
+// that the credentials are not protected; dockerd then needs sudo.
+func TestNotRoot(t *testing.T) {
+	t.Parallel()
+	state := sharedDir(t, runnerUID, runnerUID)
+	r := startAs(t, runnerUID, "RUNNER_TOKEN="+secret, "RUNNER_ORG=acme", "RUNNER_STATE_DIR="+state, "DOCKERD_IN_RUNNER=true")
+	if rc := r.wait(t); rc != 0 {
+		t.Fatalf("exit %d; output:\n%s", rc, r.out)
+	}
+	if !strings.Contains(r.out.String(), "WARNING: the container runs as uid 1001, not root") {
+		t.Fatalf("no warning:\n%s", r.out)
+	}
+	r.mustBeRunner(t, "config.log")
+	r.mustBeRunner(t, "run.log")
+	r.waitFor(t, "sudo.log", "-n dockerd") // started in the background
+	if !strings.Contains(r.file("config.log"), "token:"+secret) {
+		t.Fatalf("config %q, sudo %q", r.file("config.log"), r.file("sudo.log"))
+	}
+	r.mustNotLeak(t, secret)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

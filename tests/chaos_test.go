@@ -27,7 +27,8 @@ import (
 //   - deliveries are lost (20%), duplicated (20%) and delayed/reordered (up to 300 ms),
 //   - 15% of sweeper invocations are killed at a random point and 5% of the
 //     sweeper's Kubernetes writes fail,
-//   - GitHub answers some API calls with 502 or a secondary rate limit,
+//   - GitHub answers a tenth of the API calls with 502, and one every 20 s with a
+//     secondary rate limit,
 //   - and the node misbehaves, one fault every few seconds in turn: a runner
 //     process killed (SIGKILL, the container restarts), an OOM kill of a runner
 //     container (a real one, by the kernel, at the pod's memory limit), a runner
@@ -71,7 +72,7 @@ func TestChaos(t *testing.T) {
 		w.loop.Play(t.Context(), stream)
 	}()
 	nodeFaults := &nodeFaults{w: w}
-	injected, secondary := 0, 0
+	api := &apiFaults{sim: w.loop.Sim}
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	nextFault := time.Now().Add(5 * time.Second)
@@ -82,12 +83,7 @@ func TestChaos(t *testing.T) {
 		}
 		select {
 		case <-tick.C:
-			w.loop.Sim.InjectStatus(502, 2)
-			injected += 2
-			if injected%10 == 0 {
-				w.loop.Sim.InjectSecondaryLimit(2 * time.Second)
-				secondary++
-			}
+			api.inject()
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(nextFault) && len(w.loop.Sim.Jobs()) < jobs {
@@ -105,16 +101,46 @@ func TestChaos(t *testing.T) {
 		"%d sweeper pauses (%d invocations throttled), %d failed injections; %d runner containers restarted after exit 0, "+
 		"%d jobs failed after their runner died, %d violations excused by those faults; wait p50 %s p95 %s; pod created → runner online p50 %s p95 %s",
 		jobs, time.Since(start).Round(time.Second), summary(w.loop.Sim.Jobs()), f.Dropped, f.Duplicated, f.Delayed, f.KilledSweeps,
-		kubeFaults.failed.Load(), injected, secondary, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions,
+		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions,
 		f.SweeperPauses, f.ThrottledSweeps, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
 		len(w.loop.Monitor.Excused()), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
 	w.noViolations()
-	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 {
+	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
 		t.Fatalf("faults %+v: the run injected no loss or duplication, so it proves nothing", f)
 	}
 	if f.RunnerKills == 0 || f.OOMKills == 0 || f.PodDeletes == 0 || f.Evictions == 0 || f.SweeperPauses == 0 {
 		t.Fatalf("node faults %+v: some were never injected, so the run proves nothing about them", f)
+	}
+}
+
+// apiFaults makes about a tenth of the GitHub API calls fail with 502 (as many as
+// a tenth of the calls made since the last time, rounded at random), and
+// answers one call every 20 s with a secondary rate limit of 2 s.
+type apiFaults struct {
+	sim            *githubsim.Server
+	calls, rounds  int
+	failed, limits int
+}
+
+func (a *apiFaults) inject() {
+	calls := 0
+	for endpoint, n := range a.sim.Calls() {
+		if !strings.Contains(endpoint, "/_runner/") && !strings.Contains(endpoint, "access_tokens") {
+			calls += n
+		}
+	}
+	share := float64(calls-a.calls) / 10
+	a.calls = calls
+	n := int(share)
+	if mrand.Float64() < share-float64(n) {
+		n++
+	}
+	a.sim.InjectStatus(http.StatusBadGateway, n)
+	a.failed += n
+	if a.rounds++; a.rounds%10 == 0 {
+		a.sim.InjectSecondaryLimit(2 * time.Second)
+		a.limits++
 	}
 }
 
@@ -123,7 +149,6 @@ type nodeFaults struct {
 	w      *world
 	i      int
 	failed int
-	errs   []string
 }
 
 func (n *nodeFaults) next(t *testing.T) {

@@ -71,9 +71,9 @@ pools:
       image: %s
       template:
         spec:
-          # No node has this label: the stack's scheduler leaves these pods alone
-          # and the tests play the kubelet by writing pod status themselves.
-          nodeSelector: {runnerscaler.dev/test-node: none}
+          # No scheduler has this name: the stack's scheduler and kubelet leave
+          # these pods alone, and the tests play the kubelet by writing pod status.
+          schedulerName: runnerscaler.dev/no-scheduler
 `, ephemeral, ns, image)
 }
 

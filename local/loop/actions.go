@@ -8,16 +8,21 @@ import (
 )
 
 // failLostJobs plays a part of the Actions service the simulator leaves to its
-// user: a job whose runner stopped talking to GitHub in the middle of it (its
-// container was killed with the job's worker: an OOM kill, a crash) is failed
-// once the runner has been offline for LostAfter — on GitHub, after some minutes,
-// "The self-hosted runner lost communication with the server". The runner is
-// then idle again, and an ephemeral one deleted, as after any job. Without it
-// such a job would stay in progress and its runner busy forever.
+// user: a job whose worker died with its runner (its container killed: an OOM
+// kill, a crash, a runner process killed before its worker reported) is failed,
+// as GitHub fails a job whose lock its worker stopped renewing ("The self-hosted
+// runner lost communication with the server"), after minutes on GitHub and
+// LostAfter here. The simulator cannot see a worker; what betrays a dead one is
+// its runner going offline while the job runs (a healthy listener keeps its
+// session alive by long-polling throughout the job), even if the runner comes
+// back (a restarted persistent runner reconnects with a new session, its old
+// job's worker gone). The runner is then idle again, and an ephemeral one
+// deleted, as after any job. Without it such a job would stay in progress and
+// its runner busy forever.
 func (l *Loop) failLostJobs(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	offline := map[int64]time.Time{} // runner id → when it was first seen offline with a job
+	lost := map[int64]time.Time{} // job id → when its runner was first seen offline during it
 	for {
 		select {
 		case <-ctx.Done():
@@ -27,14 +32,12 @@ func (l *Loop) failLostJobs(ctx context.Context) {
 		now := time.Now()
 		running := map[int64]bool{}
 		for _, j := range l.Sim.RunningJobs() {
-			running[j.RunnerID] = true
-			if r, ok := l.Sim.Runner(j.RunnerID); ok && r.Online {
-				delete(offline, j.RunnerID)
-				continue
-			}
-			since, ok := offline[j.RunnerID]
-			if !ok {
-				offline[j.RunnerID] = now
+			running[j.ID] = true
+			since, seen := lost[j.ID]
+			if !seen {
+				if r, ok := l.Sim.Runner(j.RunnerID); !ok || !r.Online {
+					lost[j.ID] = now
+				}
 				continue
 			}
 			if now.Sub(since) < l.opts.LostAfter {
@@ -44,11 +47,10 @@ func (l *Loop) failLostJobs(ctx context.Context) {
 				l.lost.Add(1)
 				l.opts.Log.Warn("job failed: its runner lost communication", "job", j.ID, "runner", j.RunnerName, "offline", now.Sub(since).Round(time.Second))
 			}
-			delete(offline, j.RunnerID)
 		}
-		for id := range offline {
+		for id := range lost {
 			if !running[id] {
-				delete(offline, id)
+				delete(lost, id)
 			}
 		}
 	}
