@@ -285,7 +285,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, log *slog.Logger)
 	now := s.clock.Now()
 	prev := st.Desired
 	d := scaling.Decide(p, rs, scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}, now)
-	extended, err := s.extendWaiting(ctx, p, d, rs, now)
+	extended, err := s.extendWaiting(ctx, p, d, rs, st, now)
 	if err != nil {
 		return err
 	}
@@ -439,10 +439,14 @@ func (k *leaseKeeper) wait(stopRenewal context.CancelFunc) {
 	}
 }
 
-// extendWaiting keeps the reservations of queued jobs alive while the pool is at
-// maxReplicas: they wait for capacity, not for a lost delivery (ARC #2466).
-func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Decision, rs []reservation.Reservation, now time.Time) (int, error) {
-	if !d.Saturated {
+// extendWaiting keeps the reservations of queued jobs alive while they wait for
+// capacity rather than for a lost delivery (ARC #2466): while the pool is at
+// maxReplicas, or while some of its runners are still starting (a node scaling up,
+// a slow image pull) as the last sweep saw them. When every runner is up and idle
+// and a job is still queued in the table, its delivery was lost, and expiry is the
+// backstop.
+func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Decision, rs []reservation.Reservation, st poolstate.Status, now time.Time) (int, error) {
+	if !d.Saturated && st.Phases["pending"] == 0 {
 		return 0, nil
 	}
 	_, duration := p.Trigger()

@@ -165,6 +165,43 @@ func TestSaturatedPoolExtendsWaitingReservations(t *testing.T) {
 	}
 }
 
+// TestWaitingReservationsOutliveSlowStarts: a queued job whose pool is not at
+// maxReplicas but whose runner is still starting (a node scaling up, a slow image
+// pull) keeps its reservation; one whose pool's runners are all up and idle (its
+// in_progress delivery was lost) does not.
+func TestWaitingReservationsOutliveSlowStarts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		phase string
+		kept  int
+	}{{"pending", 1}, {"running", 0}} {
+		t.Run(tc.phase, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, phasesReconciler{tc.phase: 1})
+			e.queue(t, "octo", 1)
+			for _, at := range []time.Duration{time.Minute, 7 * time.Minute} {
+				e.clock.SetTime(t0.Add(at))
+				if _, err := e.invoke(t, []byte(`{"pool":"octo"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.clock.SetTime(t0.Add(12 * time.Minute)) // past the original expiry
+			rs, err := e.rs.Active(t.Context(), "octo")
+			if err != nil || len(rs) != tc.kept {
+				t.Fatalf("active at +12m with a %s runner: %d, %v; want %d", tc.phase, len(rs), err, tc.kept)
+			}
+		})
+	}
+}
+
+// phasesReconciler reports its runners in the given phases.
+type phasesReconciler map[string]int
+
+func (p phasesReconciler) Reconcile(_ context.Context, _ *pool.Pool, _ scaling.Decision, st *poolstate.Status) error {
+	st.Phases = p
+	return nil
+}
+
 // blockingReconciler holds the first call until released, counting calls.
 type blockingReconciler struct {
 	calls   atomic.Int32
