@@ -9,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	dyntypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/awslabs/goformation/v7"
 	"github.com/awslabs/goformation/v7/cloudformation"
+	cfndynamodb "github.com/awslabs/goformation/v7/cloudformation/dynamodb"
 	"github.com/awslabs/goformation/v7/intrinsics"
 	"go.yaml.in/yaml/v3"
 
@@ -138,15 +141,43 @@ func TestTableMatchesTheCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tbl.BillingMode == nil || *tbl.BillingMode != "PAY_PER_REQUEST" {
-		t.Errorf("billing mode %v", tbl.BillingMode)
+	// The code's schema (what table.Create makes locally), in the template's terms.
+	def := table.Definition("Table")
+	if tbl.BillingMode == nil || *tbl.BillingMode != string(def.BillingMode) {
+		t.Errorf("billing mode %v, want %s", tbl.BillingMode, def.BillingMode)
 	}
-	keys := map[string]string{}
-	for _, k := range tbl.KeySchema {
-		keys[k.KeyType] = k.AttributeName
+	var gotAttrs, wantAttrs []string
+	for _, a := range tbl.AttributeDefinitions {
+		gotAttrs = append(gotAttrs, a.AttributeName+":"+a.AttributeType)
 	}
-	if keys["HASH"] != table.PartitionKey || keys["RANGE"] != table.SortKey {
-		t.Errorf("key schema %v, want %s/%s", keys, table.PartitionKey, table.SortKey)
+	for _, a := range def.AttributeDefinitions {
+		wantAttrs = append(wantAttrs, aws.ToString(a.AttributeName)+":"+string(a.AttributeType))
+	}
+	slices.Sort(gotAttrs)
+	slices.Sort(wantAttrs)
+	if !slices.Equal(gotAttrs, wantAttrs) {
+		t.Errorf("attribute definitions %v, want %v", gotAttrs, wantAttrs)
+	}
+	if got, want := templateKeys(tbl.KeySchema), codeKeys(def.KeySchema); got != want {
+		t.Errorf("key schema %s, want %s", got, want)
+	}
+	var gotIdx, wantIdx []string
+	for _, g := range tbl.GlobalSecondaryIndexes {
+		proj := ""
+		if g.Projection != nil && g.Projection.ProjectionType != nil {
+			proj = *g.Projection.ProjectionType + fmt.Sprint(g.Projection.NonKeyAttributes)
+		}
+		if g.ProvisionedThroughput != nil {
+			t.Errorf("index %s has provisioned throughput on an on-demand table", g.IndexName)
+		}
+		gotIdx = append(gotIdx, g.IndexName+" "+templateKeys(g.KeySchema)+" "+proj)
+	}
+	for _, g := range def.GlobalSecondaryIndexes {
+		wantIdx = append(wantIdx, aws.ToString(g.IndexName)+" "+codeKeys(g.KeySchema)+" "+
+			string(g.Projection.ProjectionType)+fmt.Sprint(g.Projection.NonKeyAttributes))
+	}
+	if !slices.Equal(gotIdx, wantIdx) {
+		t.Errorf("global secondary indexes\n got %q\nwant %q", gotIdx, wantIdx)
 	}
 	if ttl := tbl.TimeToLiveSpecification; ttl == nil || ttl.AttributeName == nil || *ttl.AttributeName != table.TTLAttribute || !ttl.Enabled {
 		t.Errorf("TTL %+v, want enabled on %s", ttl, table.TTLAttribute)
@@ -154,6 +185,22 @@ func TestTableMatchesTheCode(t *testing.T) {
 	if pitr := tbl.PointInTimeRecoverySpecification; pitr == nil || pitr.PointInTimeRecoveryEnabled == nil || !*pitr.PointInTimeRecoveryEnabled {
 		t.Error("point-in-time recovery is off")
 	}
+}
+
+func templateKeys(ks []cfndynamodb.Table_KeySchema) string {
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, k.KeyType+"="+k.AttributeName)
+	}
+	return strings.Join(parts, ",")
+}
+
+func codeKeys(ks []dyntypes.KeySchemaElement) string {
+	var parts []string
+	for _, k := range ks {
+		parts = append(parts, string(k.KeyType)+"="+aws.ToString(k.AttributeName))
+	}
+	return strings.Join(parts, ",")
 }
 
 // TestIAMIsScoped: every statement names its resources (no "*"), and each role
@@ -165,8 +212,9 @@ func TestIAMIsScoped(t *testing.T) {
 		"WebhookFunction": {"dynamodb:UpdateItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
 			"lambda:InvokeFunction": "GETATT:SweeperFunction.Arn"},
 		"SweeperFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn", "dynamodb:UpdateItem": "GETATT:Table.Arn",
-			"dynamodb:Query": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:GitHubAppPrivateKey",
-			"eks:DescribeCluster": "SUB:arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"},
+			"dynamodb:Query":                "[GETATT:Table.Arn SUB:${Table.Arn}/index/" + table.ActiveIndex + "]",
+			"secretsmanager:GetSecretValue": "REF:GitHubAppPrivateKey",
+			"eks:DescribeCluster":           "SUB:arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"},
 	}
 	for name, actions := range want {
 		fn, _ := tmpl.GetServerlessFunctionWithName(name)

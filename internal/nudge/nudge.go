@@ -14,9 +14,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
-// Event is the sweeper's payload for a one-pool sweep: {"pool":"<name>"}.
+// Event is the sweeper's payload for a one-pool sweep: {"pool":"<name>","jobs":[<id>]}.
+// Jobs are the jobs whose deliveries caused the nudge: the sweeper reads them
+// with strong consistency if its (eventually consistent) index read lacks them,
+// so the nudge never sweeps without the job it is for.
 type Event struct {
-	Pool string `json:"pool"`
+	Pool string  `json:"pool"`
+	Jobs []int64 `json:"jobs,omitempty"`
 }
 
 // InvokeAPI is the part of the Lambda client a Lambda nudger uses.
@@ -35,9 +39,9 @@ func NewLambda(client InvokeAPI, function string) *Lambda {
 	return &Lambda{client: client, function: function}
 }
 
-// Nudge queues an asynchronous sweep of pool. Lambda accepts it with 202.
-func (l *Lambda) Nudge(ctx context.Context, pool string) error {
-	payload, err := json.Marshal(Event{Pool: pool})
+// Nudge queues an asynchronous sweep of ev.Pool. Lambda accepts it with 202.
+func (l *Lambda) Nudge(ctx context.Context, ev Event) error {
+	payload, err := json.Marshal(ev)
 	if err != nil {
 		return fmt.Errorf("encoding nudge: %w", err)
 	}
@@ -47,16 +51,24 @@ func (l *Lambda) Nudge(ctx context.Context, pool string) error {
 		Payload:        payload,
 	})
 	if err != nil {
-		return fmt.Errorf("nudging sweeper %s for pool %s: %w", l.function, pool, err)
+		return fmt.Errorf("nudging sweeper %s for pool %s: %w", l.function, ev.Pool, err)
 	}
 	if out.StatusCode != 202 {
-		return fmt.Errorf("nudging sweeper %s for pool %s: status %d, want 202", l.function, pool, out.StatusCode)
+		return fmt.Errorf("nudging sweeper %s for pool %s: status %d, want 202", l.function, ev.Pool, out.StatusCode)
 	}
 	return nil
 }
 
-// Func adapts a function to a nudger (the local stack calls the sweeper in-process).
-type Func func(ctx context.Context, pool string) error
+// EventFunc adapts a function to a nudger (the local stack calls the sweeper in-process).
+type EventFunc func(ctx context.Context, ev Event) error
 
 // Nudge calls f.
-func (f Func) Nudge(ctx context.Context, pool string) error { return f(ctx, pool) }
+func (f EventFunc) Nudge(ctx context.Context, ev Event) error { return f(ctx, ev) }
+
+// Func adapts a function of the pool alone to a nudger. It drops the event's jobs:
+// use it only where the sweeper's reads are strongly consistent (dynalite updates
+// its indexes with each write); prefer EventFunc.
+type Func func(ctx context.Context, pool string) error
+
+// Nudge calls f with ev.Pool.
+func (f Func) Nudge(ctx context.Context, ev Event) error { return f(ctx, ev.Pool) }

@@ -32,7 +32,9 @@ var ErrLeaseLost = errors.New("lease lost")
 //
 // Nudges that find the lease taken are not lost: MarkDirty increments a counter on
 // the held lease, and Release refuses to let go while the counter differs from what
-// the holder saw at its last (re)start, so the holder sweeps again.
+// the holder saw at its last (re)start, so the holder sweeps again. The jobs a
+// nudge names go with it (Lease.Nudged), so that the holder reads them even where
+// its index read lags; they stay on the item until a release with nothing pending.
 type Leases struct {
 	db          API
 	table       string
@@ -76,6 +78,10 @@ type Lease struct {
 	// Until is the lease's expiry as written by the last successful acquisition or
 	// renewal: the time that request was sent plus the length.
 	Until time.Time
+	// Nudged are the jobs named by nudges that found the lease held, since the last
+	// release with nothing pending (as of the acquisition or the last Release that
+	// returned again).
+	Nudged []int64
 	// dirty is the dirty counter the holder has accounted for.
 	dirty int64
 }
@@ -122,7 +128,8 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 	if err != nil {
 		return nil, fmt.Errorf("acquiring lease of pool %s: %w", pool, err)
 	}
-	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: intAttr(out.Attributes, "dirty")}, nil
+	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: intAttr(out.Attributes, "dirty"),
+		Nudged: intSet(out.Attributes, nudgedAttr)}, nil
 }
 
 // heldError reads who holds the lease (dynalite ignores ReturnValuesOnConditionCheckFailure).
@@ -148,21 +155,31 @@ func (le *Lease) Length() time.Duration { return le.leases.length }
 // renewal succeeded before: Until minus the margin.
 func (le *Lease) Deadline() time.Time { return le.Until.Add(-le.leases.margin) }
 
-// MarkDirty records that pool needs another sweep. It succeeds only while someone
-// holds an unexpired lease (who will then sweep again before releasing); it returns
-// false when the lease is free, and the caller should try to Acquire instead.
-func (l *Leases) MarkDirty(ctx context.Context, pool string) (bool, error) {
+// MarkDirty records that pool needs another sweep, for jobs (if any). It succeeds
+// only while someone holds an unexpired lease (who will then sweep again before
+// releasing, and finds jobs in Lease.Nudged); it returns false when the lease is
+// free, and the caller should try to Acquire instead.
+func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (bool, error) {
 	ctx, cancel := l.call(ctx)
 	defer cancel()
+	update := "ADD #dirty :one"
+	names := map[string]string{"#dirty": "dirty", "#holder": "holder", "#until": "until"}
+	values := map[string]types.AttributeValue{":one": num(1), ":none": str(""), ":now": millis(l.clock.Now())}
+	if len(jobs) > 0 {
+		ids := make([]string, len(jobs))
+		for i, j := range jobs {
+			ids[i] = strconv.FormatInt(j, 10)
+		}
+		update += ", #nudged :jobs"
+		names["#nudged"], values[":jobs"] = nudgedAttr, &types.AttributeValueMemberNS{Value: ids}
+	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(l.table),
-		Key:                      itemKey(pool, "LEASE"),
-		UpdateExpression:         aws.String("ADD #dirty :one"),
-		ConditionExpression:      aws.String("#holder <> :none AND #until > :now"),
-		ExpressionAttributeNames: map[string]string{"#dirty": "dirty", "#holder": "holder", "#until": "until"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":one": num(1), ":none": str(""), ":now": millis(l.clock.Now()),
-		},
+		TableName:                 aws.String(l.table),
+		Key:                       itemKey(pool, "LEASE"),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("#holder <> :none AND #until > :now"),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -228,22 +245,25 @@ func (le *Lease) ForceRelease(ctx context.Context) error {
 }
 
 // clear empties the holder if it is still le's (and, with onlyIfClean, if no
-// nudge came since le last looked); refused reports that the condition failed.
+// nudge came since le last looked, and then also the nudged jobs, all swept);
+// refused reports that the condition failed.
 func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err error) {
 	l := le.leases
 	cond := "#holder = :me"
+	update := "SET #holder = :none, #until = :zero"
 	names := map[string]string{"#holder": "holder", "#until": "until"}
 	values := map[string]types.AttributeValue{":none": str(""), ":zero": num(0), ":me": str(le.Holder)}
 	if onlyIfClean {
 		cond += " AND (attribute_not_exists(#dirty) OR #dirty = :seen)"
-		names["#dirty"], values[":seen"] = "dirty", num(le.dirty)
+		update += " REMOVE #nudged"
+		names["#dirty"], values[":seen"], names["#nudged"] = "dirty", num(le.dirty), nudgedAttr
 	}
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	_, err = l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool, "LEASE"),
-		UpdateExpression:          aws.String("SET #holder = :none, #until = :zero"),
+		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
@@ -271,7 +291,7 @@ func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
 	if h, _ := out.Item["holder"].(*types.AttributeValueMemberS); h == nil || h.Value != le.Holder {
 		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
 	}
-	le.dirty = intAttr(out.Item, "dirty")
+	le.dirty, le.Nudged = intAttr(out.Item, "dirty"), intSet(out.Item, nudgedAttr)
 	return true, le.Renew(ctx)
 }
 
@@ -282,6 +302,23 @@ func intAttr(item map[string]types.AttributeValue, name string) int64 {
 	}
 	n, _ := strconv.ParseInt(v.Value, 10, 64)
 	return n
+}
+
+// nudgedAttr is the lease item's number set of nudged jobs.
+const nudgedAttr = "nudgedJobs"
+
+func intSet(item map[string]types.AttributeValue, name string) []int64 {
+	v, ok := item[name].(*types.AttributeValueMemberNS)
+	if !ok {
+		return nil
+	}
+	out := make([]int64, 0, len(v.Value))
+	for _, s := range v.Value {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }

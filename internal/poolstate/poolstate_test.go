@@ -3,6 +3,7 @@ package poolstate_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -162,6 +163,46 @@ func TestDirtyNudgeIsNotLost(t *testing.T) {
 		t.Fatalf("release with no new nudge: again=%v err=%v", again, err)
 	}
 }
+
+// TestNudgedJobsReachTheHolder: the jobs of nudges that find the lease held reach
+// its holder with the request to sweep again; a release with nothing pending clears
+// them, a forced release leaves them to the next holder.
+func TestNudgedJobsReachTheHolder(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	ctx := t.Context()
+	a, err := leases.Acquire(ctx, "p", "req-a")
+	if err != nil || len(a.Nudged) != 0 {
+		t.Fatalf("acquire: %+v, %v; want no nudged jobs", a, err)
+	}
+	for _, job := range []int64{7, 8, 7} {
+		if ok, err := leases.MarkDirty(ctx, "p", job); err != nil || !ok {
+			t.Fatalf("MarkDirty(%d) = %v, %v", job, ok, err)
+		}
+	}
+	if again, err := a.Release(ctx); err != nil || !again || !slices.Equal(sorted(a.Nudged), []int64{7, 8}) {
+		t.Fatalf("release after nudges for 7, 8, 7: again=%v err=%v nudged=%v; want again with [7 8]", again, err, a.Nudged)
+	}
+	if again, err := a.Release(ctx); err != nil || again {
+		t.Fatalf("second release: again=%v err=%v", again, err)
+	}
+	b, err := leases.Acquire(ctx, "p", "req-b")
+	if err != nil || len(b.Nudged) != 0 {
+		t.Fatalf("acquire after a clean release: nudged %v, %v; want none", b.Nudged, err)
+	}
+	if ok, err := leases.MarkDirty(ctx, "p", 9); err != nil || !ok {
+		t.Fatalf("MarkDirty(9) = %v, %v", ok, err)
+	}
+	if err := b.ForceRelease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := leases.Acquire(ctx, "p", "req-c")
+	if err != nil || !slices.Equal(c.Nudged, []int64{9}) {
+		t.Fatalf("acquire after a forced release: nudged %v, %v; want [9], never swept", c.Nudged, err)
+	}
+}
+
+func sorted(s []int64) []int64 { s = slices.Clone(s); slices.Sort(s); return s }
 
 // TestForceRelease lets the lease go despite pending nudges; a stranger's lease
 // cannot be force-released.

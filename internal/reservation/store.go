@@ -12,6 +12,14 @@
 // time is in the future. Expiry is a backstop for lost `completed` deliveries: an
 // `in_progress` restarts the clock, and the sweeper extends reservations of jobs that
 // still wait because their pool is at maxReplicas (Extend).
+//
+// A sweep reads what is unfinished, not the day of completed jobs kept for
+// deduplication: the same conditional write that moves a job forward sets
+// table.ActiveKey while it is queued or in progress and removes it with
+// `completed`, so the sparse index table.ActiveIndex holds the pool's unfinished
+// jobs only, and Active queries it. What stays in the index beyond the active
+// reservations are jobs whose `completed` was lost (expired, filtered out, gone
+// with the item's TTL a day later): as many as lost deliveries, not as many as jobs.
 package reservation
 
 import (
@@ -19,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -124,7 +133,15 @@ func (o Outcome) String() string {
 type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
+
+// DefaultMigrationWindow is how long after the index marker's time Active keeps
+// reading whole partitions (see Active). It covers a deployment: CloudFormation
+// updates the sweeper before the webhook, whose old code writes items without the
+// index attribute until its own update is done.
+const DefaultMigrationWindow = 15 * time.Minute
 
 // Store reads and writes reservations in one table.
 type Store struct {
@@ -132,11 +149,26 @@ type Store struct {
 	table     string
 	clock     clock.PassiveClock
 	retention time.Duration
+	window    time.Duration
+	// indexed is set once the index marker is older than the window; the marker
+	// never moves, so from then on Active reads only the index.
+	indexed atomic.Bool
 }
 
-// New returns a store over tableName. The clock decides effective and expiration times.
-func New(db API, tableName string, clk clock.PassiveClock) *Store {
-	return &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention}
+// Option tunes a Store.
+type Option func(*Store)
+
+// WithMigrationWindow sets the migration window (default DefaultMigrationWindow).
+func WithMigrationWindow(d time.Duration) Option { return func(s *Store) { s.window = d } }
+
+// New returns a store over tableName. The clock decides effective and expiration
+// times, and when the migration window ends.
+func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Store {
+	s := &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention, window: DefaultMigrationWindow}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // PoolKey is the partition key of everything the product stores about a pool.
@@ -146,39 +178,47 @@ func jobKey(jobID int64) string { return "JOB#" + strconv.FormatInt(jobID, 10) }
 
 // Record applies d if it moves the job's state forward. The effective time is set
 // when the item is created (the first delivery seen) and never changed; the
-// expiration time is restarted by every applied delivery. Errors are DynamoDB
+// expiration time is restarted by every applied delivery. The same write puts the
+// item in the active index (queued, in_progress) or takes it out (completed), so
+// the index follows the state under the same condition. Errors are DynamoDB
 // failures after the SDK's retries; the caller should report them so GitHub can
 // redeliver.
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 	now := s.clock.Now()
 	expiration := now.Add(d.Duration)
 	ttlBase := expiration
+	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
+		"#eff = if_not_exists(#eff, :now), #pool = :pool, #job = :job, #run = :run, #repo = :repo, #delivery = :delivery"
+	values := map[string]types.AttributeValue{
+		":state":    num(int64(d.State)),
+		":amount":   num(int64(d.Amount)),
+		":exp":      num(expiration.UnixMilli()),
+		":now":      num(now.UnixMilli()),
+		":pool":     &types.AttributeValueMemberS{Value: d.Pool},
+		":job":      num(d.JobID),
+		":run":      num(d.RunID),
+		":repo":     &types.AttributeValueMemberS{Value: d.Repository},
+		":delivery": &types.AttributeValueMemberS{Value: d.DeliveryID},
+	}
 	if d.State == Completed {
 		ttlBase = now
+		update += " REMOVE #active"
+	} else {
+		update += ", #active = :active"
+		values[":active"] = &types.AttributeValueMemberS{Value: PoolKey(d.Pool)}
 	}
+	values[":ttl"] = num(ttlBase.Add(s.retention).Unix())
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key:       key(PoolKey(d.Pool), jobKey(d.JobID)),
-		UpdateExpression: aws.String("SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
-			"#eff = if_not_exists(#eff, :now), #pool = :pool, #job = :job, #run = :run, #repo = :repo, #delivery = :delivery"),
+		TableName:           aws.String(s.table),
+		Key:                 key(PoolKey(d.Pool), jobKey(d.JobID)),
+		UpdateExpression:    aws.String(update),
 		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
 		ExpressionAttributeNames: map[string]string{
 			"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
 			"#eff": "effectiveTime", "#pool": "pool", "#job": "jobId", "#run": "runId", "#repo": "repository",
-			"#delivery": "deliveryId",
+			"#delivery": "deliveryId", "#active": table.ActiveKey,
 		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":state":    num(int64(d.State)),
-			":amount":   num(int64(d.Amount)),
-			":exp":      num(expiration.UnixMilli()),
-			":ttl":      num(ttlBase.Add(s.retention).Unix()),
-			":now":      num(now.UnixMilli()),
-			":pool":     &types.AttributeValueMemberS{Value: d.Pool},
-			":job":      num(d.JobID),
-			":run":      num(d.RunID),
-			":repo":     &types.AttributeValueMemberS{Value: d.Repository},
-			":delivery": &types.AttributeValueMemberS{Value: d.DeliveryID},
-		},
+		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException
 	switch {
@@ -192,10 +232,82 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 
 // Active returns the pool's reservations that hold capacity now: state queued or
 // in_progress, expiration time strictly after now.
-func (s *Store) Active(ctx context.Context, pool string) ([]Reservation, error) {
+//
+// It queries the active index, whose reads are eventually consistent: a
+// reservation written a moment before may be missing, and a scheduled sweep then
+// counts it one sweep later. The jobs in nudged must not be missed — the jobs whose
+// deliveries asked for this sweep: each one the index lacks is read from the table
+// with a strongly consistent GetItem (and returned if it holds capacity).
+//
+// Migration: items written before the index existed lack its attribute. Until the
+// index marker (table.IndexMarkerSK) is older than the migration window, Active
+// reads the whole partition with strong consistency instead — as it did before the
+// index, so it misses nothing — and gives the attribute to the unfinished items
+// that lack it. The first call on a table without a marker writes it with the time
+// of that call.
+func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Reservation, error) {
 	now := s.clock.Now()
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
+	indexed, err := s.indexReady(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	if !indexed {
+		return s.activeBackfilling(ctx, pool, now)
+	}
+	items, err := s.query(ctx, indexQuery(s.table, pool, now), pool)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := decode(items, pool)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int64]bool, len(rs))
+	for _, r := range rs {
+		seen[r.JobID] = true
+	}
+	for _, job := range nudged {
+		if seen[job] {
+			continue
+		}
+		seen[job] = true
+		r, ok, err := s.get(ctx, pool, job)
+		if err != nil {
+			return nil, err
+		}
+		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() {
+			rs = append(rs, r)
+		}
+	}
+	return rs, nil
+}
+
+// indexQuery reads the pool's entries in the active index; the filter drops jobs
+// whose reservation expired (lost `completed`) and completed items that kept the
+// attribute because an older webhook recorded their completion.
+func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:              aws.String(tableName),
+		IndexName:              aws.String(table.ActiveIndex),
+		KeyConditionExpression: aws.String("#active = :pk"),
+		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
+		ExpressionAttributeNames: map[string]string{
+			"#active": table.ActiveKey, "#state": "state", "#exp": "expirationTime",
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":        &types.AttributeValueMemberS{Value: PoolKey(pool)},
+			":completed": num(int64(Completed)),
+			":now":       num(now.UnixMilli()),
+		},
+	}
+}
+
+// partitionQuery reads every job item of the pool, completed ones included, with
+// strong consistency: what Active did before the index, and still does during the
+// migration window.
+func partitionQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
+	return &dynamodb.QueryInput{
+		TableName:              aws.String(tableName),
 		KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :job)"),
 		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
 		ExpressionAttributeNames: map[string]string{
@@ -209,24 +321,140 @@ func (s *Store) Active(ctx context.Context, pool string) ([]Reservation, error) 
 		},
 		ConsistentRead: aws.Bool(true),
 	}
-	var out []Reservation
+}
+
+// activeBackfilling is Active during the migration window: the whole partition,
+// strongly consistent, and the index attribute for the unfinished items without it.
+func (s *Store) activeBackfilling(ctx context.Context, pool string, now time.Time) ([]Reservation, error) {
+	items, err := s.query(ctx, partitionQuery(s.table, pool, now), pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if _, ok := it[table.ActiveKey]; !ok {
+			if err := s.backfill(ctx, pool, it[table.SortKey]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return decode(items, pool)
+}
+
+// backfill gives an unfinished item written before the index its index attribute.
+// The condition keeps a `completed` recorded meanwhile out of the index.
+func (s *Store) backfill(ctx context.Context, pool string, sk types.AttributeValue) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key: map[string]types.AttributeValue{
+			table.PartitionKey: &types.AttributeValueMemberS{Value: PoolKey(pool)}, table.SortKey: sk,
+		},
+		UpdateExpression:         aws.String("SET #active = :pk"),
+		ConditionExpression:      aws.String("#state < :completed AND attribute_not_exists(#active)"),
+		ExpressionAttributeNames: map[string]string{"#active": table.ActiveKey, "#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":        &types.AttributeValueMemberS{Value: PoolKey(pool)},
+			":completed": num(int64(Completed)),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("adding a reservation of pool %s to the active index: %w", pool, err)
+	}
+	return nil
+}
+
+// indexReady reports whether the migration window is over: the index marker is
+// at least the window old. Without a marker it writes one (now): the table may
+// hold items from before the index.
+func (s *Store) indexReady(ctx context.Context, now time.Time) (bool, error) {
+	if s.indexed.Load() {
+		return true, nil
+	}
+	since, err := s.indexedSince(ctx, now)
+	if err != nil {
+		return false, err
+	}
+	if now.Before(since.Add(s.window)) {
+		return false, nil
+	}
+	s.indexed.Store(true)
+	return true, nil
+}
+
+func (s *Store) indexedSince(ctx context.Context, now time.Time) (time.Time, error) {
+	markerKey := key(table.IndexMarkerPK, table.IndexMarkerSK)
+	for range 2 {
+		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: markerKey, ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			return time.Time{}, fmt.Errorf("reading the active index marker: %w", err)
+		}
+		if v, ok := out.Item[table.IndexedSince].(*types.AttributeValueMemberN); ok {
+			ms, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				return time.Time{}, fmt.Errorf("active index marker %q: %w", v.Value, err)
+			}
+			return time.UnixMilli(ms), nil
+		}
+		item := key(table.IndexMarkerPK, table.IndexMarkerSK)
+		item[table.IndexedSince] = num(now.UnixMilli())
+		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: aws.String(s.table), Item: item,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey},
+		})
+		var ccf *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return now, nil
+		case !errors.As(err, &ccf):
+			return time.Time{}, fmt.Errorf("writing the active index marker: %w", err)
+		}
+		// Another sweeper wrote it first: read theirs.
+	}
+	return time.Time{}, errors.New("the active index marker is written but cannot be read")
+}
+
+// get reads one job item with strong consistency; ok is false if there is none.
+func (s *Store) get(ctx context.Context, pool string, job int64) (Reservation, bool, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: key(PoolKey(pool), jobKey(job)), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return Reservation{}, false, fmt.Errorf("reading reservation of job %d in pool %s: %w", job, pool, err)
+	}
+	if out.Item == nil {
+		return Reservation{}, false, nil
+	}
+	rs, err := decode([]map[string]types.AttributeValue{out.Item}, pool)
+	if err != nil {
+		return Reservation{}, false, err
+	}
+	return rs[0], true, nil
+}
+
+func (s *Store) query(ctx context.Context, in *dynamodb.QueryInput, pool string) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
 	pages := dynamodb.NewQueryPaginator(s.db, in)
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("querying reservations of pool %s: %w", pool, err)
 		}
-		var rs []Reservation
-		if err := attributevalue.UnmarshalListOfMaps(page.Items, &rs); err != nil {
-			return nil, fmt.Errorf("decoding reservations of pool %s: %w", pool, err)
-		}
-		for i := range rs {
-			rs[i].EffectiveTime = time.UnixMilli(rs[i].EffectiveMillis).UTC()
-			rs[i].ExpirationTime = time.UnixMilli(rs[i].ExpirationMillis).UTC()
-		}
-		out = append(out, rs...)
+		items = append(items, page.Items...)
 	}
-	return out, nil
+	return items, nil
+}
+
+func decode(items []map[string]types.AttributeValue, pool string) ([]Reservation, error) {
+	var rs []Reservation
+	if err := attributevalue.UnmarshalListOfMaps(items, &rs); err != nil {
+		return nil, fmt.Errorf("decoding reservations of pool %s: %w", pool, err)
+	}
+	for i := range rs {
+		rs[i].EffectiveTime = time.UnixMilli(rs[i].EffectiveMillis).UTC()
+		rs[i].ExpirationTime = time.UnixMilli(rs[i].ExpirationMillis).UTC()
+	}
+	return rs, nil
 }
 
 // Extend moves the expiration time of a still-queued job to until (when that is

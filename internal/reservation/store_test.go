@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -23,6 +24,14 @@ func newStore(t *testing.T) (*reservation.Store, *clocktesting.FakePassiveClock)
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakePassiveClock(t0)
 	return reservation.New(db, name, clk), clk
+}
+
+// newStoreOver is newStore reading and writing DynamoDB through wrap.
+func newStoreOver(t *testing.T, wrap func(*dynamodb.Client) reservation.API) (*reservation.Store, *clocktesting.FakePassiveClock, *dynamodb.Client, string) {
+	t.Helper()
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	return reservation.New(wrap(db), name, clk), clk, db, name
 }
 
 func delivery(job int64, s reservation.State) reservation.Delivery {
@@ -153,7 +162,7 @@ func TestExtend(t *testing.T) {
 // a job is active iff the latest state delivered for it is queued or in_progress.
 func TestExactlyOnceUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	s, _ := newStore(t)
+	s, _, db, name := newStoreOver(t, func(db *dynamodb.Client) reservation.API { return db })
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	const jobs = 200
 	var deliveries []reservation.Delivery
@@ -196,5 +205,9 @@ func TestExactlyOnceUnderConcurrency(t *testing.T) {
 	}
 	if got := activeIDs(t, s, "p"); !slices.Equal(got, want) {
 		t.Fatalf("%d deliveries: active set has %d jobs, model %d\n got %v\nwant %v", len(deliveries), len(got), len(want), got, want)
+	}
+	// The index holds exactly the unfinished jobs, whatever the order of their deliveries.
+	if got := indexedIDs(t, db, name, "p"); !slices.Equal(got, want) {
+		t.Fatalf("active index holds %d jobs, model %d\n got %v\nwant %v", len(got), len(want), got, want)
 	}
 }

@@ -94,7 +94,42 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways // the only policy a StatefulSet accepts
 	}
 	addDocker(p, &tmpl)
+	protectCredentials(&tmpl.Spec)
 	return tmpl, nil
+}
+
+// protectCredentials keeps the runner's credentials from its jobs by default (see
+// runner/README.md):
+//   - the runner container starts as root (runAsUser 0): the entrypoint and tini
+//     keep root, whose environment — with the registration token or JIT config
+//     that the container gets from the runner's Secret — a job step, run as the
+//     runner user, cannot read. A template that chooses a user (runAsUser, or
+//     runAsNonRoot, in the pod's or the container's securityContext) keeps it; the
+//     entrypoint then warns that the credentials are not protected;
+//   - no service account token is mounted (automountServiceAccountToken false), so
+//     a job gets no Kubernetes credentials, unless the template says otherwise or
+//     names a service account (kubernetes.serviceAccountName included): a pool
+//     that names one wants its runners to use it.
+func protectCredentials(spec *corev1.PodSpec) {
+	c := &spec.Containers[runnerIndex(spec.Containers)]
+	if !choosesUser(spec.SecurityContext, c.SecurityContext) {
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		c.SecurityContext.RunAsUser = ptr.To[int64](0)
+	}
+	if spec.AutomountServiceAccountToken == nil && spec.ServiceAccountName == "" {
+		spec.AutomountServiceAccountToken = ptr.To(false)
+	}
+}
+
+// choosesUser: the template says which user the runner container runs as, or
+// that it must not be root.
+func choosesUser(pod *corev1.PodSecurityContext, c *corev1.SecurityContext) bool {
+	if pod != nil && (pod.RunAsUser != nil || pod.RunAsNonRoot != nil && *pod.RunAsNonRoot) {
+		return true
+	}
+	return c != nil && (c.RunAsUser != nil || c.RunAsNonRoot != nil && *c.RunAsNonRoot)
 }
 
 // decodeStrict turns the raw YAML template into a PodTemplateSpec with the API
@@ -135,7 +170,10 @@ func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
 	c := &tmpl.Spec.Containers[i]
 	switch {
 	case k.DockerdWithinRunnerContainer:
-		c.SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		c.SecurityContext.Privileged = ptr.To(true)
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKERD_IN_RUNNER", Value: "true"})
 	case k.DockerEnabled && runnerIndexNamed(tmpl.Spec.Containers, "docker") < 0:
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKER_ENABLED", Value: "true"},

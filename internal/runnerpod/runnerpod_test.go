@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
@@ -61,4 +63,80 @@ pools:
 			}
 		})
 	}
+}
+
+// TestCredentialsProtectedByDefault: the runner container starts as root (so that
+// its entrypoint keeps the credentials from the jobs) unless the template chooses
+// a user, and no service account token is mounted unless the template asks for
+// one or names a service account.
+func TestCredentialsProtectedByDefault(t *testing.T) {
+	t.Parallel()
+	root, user := ptr.To[int64](0), ptr.To[int64](1001)
+	cases := []struct {
+		name       string
+		kubernetes string // lines under kubernetes:
+		wantUser   *int64
+		wantMount  *bool
+		privileged bool
+	}{
+		{"defaults", `template: {spec: {containers: [{name: runner, image: r}]}}`, root, ptr.To(false), false},
+		{"container securityContext without a user",
+			`template: {spec: {containers: [{name: runner, image: r, securityContext: {capabilities: {drop: [NET_RAW]}}}]}}`, root, ptr.To(false), false},
+		{"container user", `template: {spec: {containers: [{name: runner, image: r, securityContext: {runAsUser: 1001}}]}}`, user, ptr.To(false), false},
+		{"container non-root", `template: {spec: {containers: [{name: runner, image: r, securityContext: {runAsNonRoot: true}}]}}`, nil, ptr.To(false), false},
+		{"pod user", `template: {spec: {securityContext: {runAsUser: 1001}, containers: [{name: runner, image: r}]}}`, nil, ptr.To(false), false},
+		{"pod non-root", `template: {spec: {securityContext: {runAsNonRoot: true}, containers: [{name: runner, image: r}]}}`, nil, ptr.To(false), false},
+		{"service account", "serviceAccountName: ci\n      image: r", root, nil, false},
+		{"token asked for", `template: {spec: {automountServiceAccountToken: true, containers: [{name: runner, image: r}]}}`, root, ptr.To(true), false},
+		{"dockerd in the runner, user kept",
+			"dockerdWithinRunnerContainer: true\n      template: {spec: {containers: [{name: runner, image: r, securityContext: {runAsUser: 1001}}]}}", user, ptr.To(false), true},
+		{"dockerd in the runner", "dockerdWithinRunnerContainer: true\n      image: r", root, ptr.To(false), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := pool.Parse([]byte(fmt.Sprintf(`
+pools:
+  - name: p
+    organization: acme
+    maxReplicas: 1
+    kubernetes:
+      namespace: ns
+      %s
+`, tc.kubernetes)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := cfg.Pool("p")
+			tmpl, err := runnerpod.Template(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sts := runnerpod.StatefulSet(runnerpod.Spec{Pool: p, Template: tmpl, Hash: "h", Name: "p-abcde",
+				Creds: runnerpod.Credentials{JITConfig: "jit"}})
+			spec := sts.Spec.Template.Spec
+			c := spec.Containers[0]
+			var gotUser *int64
+			var privileged bool
+			if c.SecurityContext != nil {
+				gotUser, privileged = c.SecurityContext.RunAsUser, ptr.Deref(c.SecurityContext.Privileged, false)
+			}
+			if !equalPtr(gotUser, tc.wantUser) || !equalPtr(spec.AutomountServiceAccountToken, tc.wantMount) || privileged != tc.privileged {
+				t.Fatalf("runAsUser %v, automountServiceAccountToken %v, privileged %v; want %v, %v, %v",
+					str(gotUser), str(spec.AutomountServiceAccountToken), privileged, str(tc.wantUser), str(tc.wantMount), tc.privileged)
+			}
+			if tc.name == "container securityContext without a user" && (c.SecurityContext.Capabilities == nil || len(c.SecurityContext.Capabilities.Drop) != 1) {
+				t.Fatalf("the template's securityContext was replaced: %+v", c.SecurityContext)
+			}
+		})
+	}
+}
+
+func equalPtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+func str[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }

@@ -27,9 +27,10 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 )
 
-// Reservations is what the sweeper needs of the reservation store.
+// Reservations is what the sweeper needs of the reservation store. Active may
+// miss a reservation written a moment before, except those of the nudged jobs.
 type Reservations interface {
-	Active(ctx context.Context, pool string) ([]reservation.Reservation, error)
+	Active(ctx context.Context, pool string, nudged ...int64) ([]reservation.Reservation, error)
 	Extend(ctx context.Context, pool string, jobID int64, until time.Time) (bool, error)
 }
 
@@ -106,11 +107,15 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 }
 
 // Event is what the sweeper accepts: an EventBridge scheduled event (all pools)
-// or a nudge {"pool":"<name>"} (one pool).
+// or a nudge {"pool":"<name>","jobs":[<id>...]} (one pool; package nudge). A
+// nudge's jobs are counted even if the reservation index has not caught up with
+// their deliveries yet; a scheduled sweep counts a reservation written a moment
+// before it one sweep later.
 type Event struct {
-	Pool       string `json:"pool"`
-	Source     string `json:"source"`
-	DetailType string `json:"detail-type"`
+	Pool       string  `json:"pool"`
+	Jobs       []int64 `json:"jobs,omitempty"`
+	Source     string  `json:"source"`
+	DetailType string  `json:"detail-type"`
 }
 
 // Report summarises one invocation.
@@ -130,14 +135,14 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		if p == nil {
 			return Report{}, fmt.Errorf("nudge for unknown pool %q", ev.Pool)
 		}
-		return s.report(s.sweepAll(ctx, []*pool.Pool{p}, holder, true))
+		return s.report(s.sweepAll(ctx, []*pool.Pool{p}, holder, true, ev.Jobs))
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		s.recover(ctx)
 		all := make([]*pool.Pool, len(s.pools.Pools))
 		for i := range s.pools.Pools {
 			all[i] = &s.pools.Pools[i]
 		}
-		return s.report(s.sweepAll(ctx, all, holder, false))
+		return s.report(s.sweepAll(ctx, all, holder, false, nil))
 	}
 	raw, _ := json.Marshal(ev)
 	return Report{}, fmt.Errorf("unrecognised event %s: want a scheduled event or {\"pool\":\"<name>\"}", raw)
@@ -172,7 +177,7 @@ const (
 	failed
 )
 
-func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool) Report {
+func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool, jobs []int64) Report {
 	outcomes := make([]outcome, len(pools))
 	sem := make(chan struct{}, s.opts.Parallelism)
 	var wg sync.WaitGroup
@@ -180,7 +185,7 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outcomes[i] = s.sweepPool(ctx, p, holder, nudged)
+			outcomes[i] = s.sweepPool(ctx, p, holder, nudged, jobs)
 		})
 	}
 	wg.Wait()
@@ -199,10 +204,11 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 }
 
 // sweepPool takes the lease and sweeps until no nudge arrived meanwhile. A nudge
-// that finds the lease held marks the pool dirty, so the holder sweeps again.
-func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool) outcome {
+// that finds the lease held marks the pool dirty, with its jobs, so the holder
+// sweeps again and counts them.
+func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
 	log := s.log.With("pool", p.Name, "holder", holder)
-	lease, err := s.acquire(ctx, p.Name, holder, nudged)
+	lease, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
 	switch {
 	case errors.Is(err, errHandedOver):
 		log.InfoContext(ctx, "pool busy: marked dirty for its lease holder to sweep again")
@@ -214,9 +220,12 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 		log.ErrorContext(ctx, "pool sweep failed", "error", err)
 		return failed
 	}
+	pending := nudges{}
+	pending.add(jobs)
+	pending.add(lease.Nudged)
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
-		if err := s.underLease(ctx, lease, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, rlog) }); err != nil {
+		if err := s.underLease(ctx, lease, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, rlog) }); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
@@ -233,6 +242,7 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 		if !again {
 			return swept
 		}
+		pending.add(lease.Nudged)
 		if round >= s.opts.MaxRounds || nearDeadline(ctx) {
 			log.WarnContext(ctx, "still nudged after many rounds; letting the lease go", "rounds", round)
 			if err := lease.ForceRelease(ctx); err != nil {
@@ -247,13 +257,13 @@ var errHandedOver = errors.New("handed over to the lease holder")
 
 // acquire takes the lease. For a nudge that finds it held, it marks the pool dirty
 // instead (errHandedOver); if the lease was released in between, it tries again.
-func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool) (*poolstate.Lease, error) {
+func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool, jobs []int64) (*poolstate.Lease, error) {
 	for range 3 {
 		lease, err := s.leases.Acquire(ctx, pool, holder)
 		if err == nil || !nudged || !errors.Is(err, poolstate.ErrLeaseHeld) {
 			return lease, err
 		}
-		marked, err := s.leases.MarkDirty(ctx, pool)
+		marked, err := s.leases.MarkDirty(ctx, pool, jobs...)
 		if err != nil {
 			return nil, err
 		}
@@ -264,8 +274,45 @@ func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool)
 	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, poolstate.ErrLeaseHeld)
 }
 
+// nudges are the jobs nudges named to a sweepPool, and whether each still needs a
+// strongly consistent look (true) or was found finished or expired (false).
+type nudges map[int64]bool
+
+func (n nudges) add(jobs []int64) {
+	for _, j := range jobs {
+		if _, ok := n[j]; !ok {
+			n[j] = true
+		}
+	}
+}
+
+func (n nudges) pending() []int64 {
+	var out []int64
+	for j, p := range n {
+		if p {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// settle drops the jobs Active did not return: it looked them up with strong
+// consistency and they hold nothing (completed or expired). A later delivery that
+// revives an expired one reaches the index like any other.
+func (n nudges) settle(rs []reservation.Reservation) {
+	held := make(map[int64]bool, len(rs))
+	for _, r := range rs {
+		held[r.JobID] = true
+	}
+	for j, p := range n {
+		if p && !held[j] {
+			n[j] = false
+		}
+	}
+}
+
 // sweepOnce is one decide → reconcile → record pass; run it under the lease.
-func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, log *slog.Logger) error {
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, log *slog.Logger) error {
 	start := s.clock.Now()
 	var (
 		st    poolstate.Status
@@ -274,7 +321,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, log *slog.Logger)
 		wg    sync.WaitGroup
 	)
 	wg.Go(func() { st, stErr = s.status.Get(ctx, p.Name) })
-	rs, err := s.reservations.Active(ctx, p.Name)
+	rs, err := s.reservations.Active(ctx, p.Name, nudged.pending()...)
 	wg.Wait()
 	if stErr != nil {
 		return stErr
@@ -282,6 +329,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, log *slog.Logger)
 	if err != nil {
 		return err
 	}
+	nudged.settle(rs)
 	now := s.clock.Now()
 	prev := st.Desired
 	d := scaling.Decide(p, rs, scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}, now)

@@ -1,12 +1,14 @@
 // Package table defines the one DynamoDB table the product keeps its state in:
-// reservations, pool status and leases, all under PK=POOL#<pool>. The SAM template
-// declares the same schema; a test checks they agree.
+// reservations, pool status and leases, all under PK=POOL#<pool>, and a sparse
+// global secondary index of the reservations that may hold capacity. The SAM
+// template declares the same schema; a test checks they agree.
 package table
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -22,28 +24,67 @@ const (
 	TTLAttribute = "expiresAt"
 )
 
-// CreateAPI is the part of the DynamoDB client Create uses.
-type CreateAPI interface {
-	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
-	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-}
+// The active index: a sparse global secondary index (partition ActiveKey, sort
+// SortKey, all attributes projected). Only reservations of queued or in-progress
+// jobs carry ActiveKey (POOL#<pool>); the write that records `completed` removes
+// it. So a sweep reads its pool's unfinished jobs, not the completed ones kept
+// for a day.
+const (
+	ActiveIndex = "active"
+	ActiveKey   = "activePK"
+)
 
-// Create creates the table (on-demand billing) and waits until it is active. It is
-// used by the local stack and the tests; in AWS the SAM template creates the table.
-// An existing table is not an error.
-func Create(ctx context.Context, api CreateAPI, name string) error {
-	_, err := api.CreateTable(ctx, &dynamodb.CreateTableInput{
+// The index marker (PK=IndexMarkerPK, SK=IndexMarkerSK) records, in its attribute
+// IndexedSince (epoch milliseconds), since when every reservation written carries
+// ActiveKey while it is unfinished. Create writes 0: a table created with the index
+// has no older items. In AWS the first sweep after the upgrade writes its own time
+// (package reservation).
+const (
+	IndexMarkerPK = "TABLE"
+	IndexMarkerSK = "INDEX#" + ActiveIndex
+	IndexedSince  = "since"
+)
+
+// Definition is the table's schema as CreateTable takes it (on-demand billing);
+// the SAM template must declare the same.
+func Definition(name string) *dynamodb.CreateTableInput {
+	return &dynamodb.CreateTableInput{
 		TableName:   aws.String(name),
 		BillingMode: types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{
 			{AttributeName: aws.String(PartitionKey), AttributeType: types.ScalarAttributeTypeS},
 			{AttributeName: aws.String(SortKey), AttributeType: types.ScalarAttributeTypeS},
+			{AttributeName: aws.String(ActiveKey), AttributeType: types.ScalarAttributeTypeS},
 		},
 		KeySchema: []types.KeySchemaElement{
 			{AttributeName: aws.String(PartitionKey), KeyType: types.KeyTypeHash},
 			{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
 		},
-	})
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(ActiveIndex),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(ActiveKey), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(SortKey), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
+	}
+}
+
+// CreateAPI is the part of the DynamoDB client Create uses.
+type CreateAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// Create creates the table with its index and waits until it is active, then
+// writes the index marker. It is used by the local stack and the tests; in AWS the
+// SAM template creates the table. An existing table is not an error, unless it
+// lacks the active index (it was created by an older version: dynalite cannot add
+// an index to a table, so delete it).
+func Create(ctx context.Context, api CreateAPI, name string) error {
+	_, err := api.CreateTable(ctx, Definition(name))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("creating table %s: %w", name, err)
@@ -53,6 +94,29 @@ func Create(ctx context.Context, api CreateAPI, name string) error {
 	})
 	if err := w.Wait(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}, time.Minute); err != nil {
 		return fmt.Errorf("waiting for table %s: %w", name, err)
+	}
+	out, err := api.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		return fmt.Errorf("describing table %s: %w", name, err)
+	}
+	if !slices.ContainsFunc(out.Table.GlobalSecondaryIndexes, func(i types.GlobalSecondaryIndexDescription) bool {
+		return aws.ToString(i.IndexName) == ActiveIndex
+	}) {
+		return fmt.Errorf("table %s has no index %q: it was created by an older version; delete it", name, ActiveIndex)
+	}
+	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(name),
+		Item: map[string]types.AttributeValue{
+			PartitionKey: &types.AttributeValueMemberS{Value: IndexMarkerPK},
+			SortKey:      &types.AttributeValueMemberS{Value: IndexMarkerSK},
+			IndexedSince: &types.AttributeValueMemberN{Value: "0"},
+		},
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+		ExpressionAttributeNames: map[string]string{"#pk": PartitionKey},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("marking table %s indexed: %w", name, err)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package table_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -62,5 +64,60 @@ func TestConditionalPutAndQuery(t *testing.T) {
 	}
 	if v := out.Items[0]["v"].(*types.AttributeValueMemberS).Value; v != "first" {
 		t.Errorf("JOB#1 holds %q, want the first write to survive", v)
+	}
+}
+
+// TestCreateMakesTheActiveIndex: the table has the sparse index the sweeper reads,
+// keyed as the code says, with every attribute projected, and the marker that
+// says every item carries the index attribute from the start.
+func TestCreateMakesTheActiveIndex(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	out, err := db.DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gsis := out.Table.GlobalSecondaryIndexes
+	if len(gsis) != 1 || aws.ToString(gsis[0].IndexName) != table.ActiveIndex {
+		t.Fatalf("indexes %+v, want one: %s", gsis, table.ActiveIndex)
+	}
+	keys := map[types.KeyType]string{}
+	for _, k := range gsis[0].KeySchema {
+		keys[k.KeyType] = aws.ToString(k.AttributeName)
+	}
+	if keys[types.KeyTypeHash] != table.ActiveKey || keys[types.KeyTypeRange] != table.SortKey ||
+		gsis[0].Projection.ProjectionType != types.ProjectionTypeAll {
+		t.Fatalf("index keys %v, projection %s; want %s/%s, ALL", keys, gsis[0].Projection.ProjectionType, table.ActiveKey, table.SortKey)
+	}
+	marker, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			table.PartitionKey: &types.AttributeValueMemberS{Value: table.IndexMarkerPK},
+			table.SortKey:      &types.AttributeValueMemberS{Value: table.IndexMarkerSK},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := marker.Item[table.IndexedSince].(*types.AttributeValueMemberN); !ok || v.Value != "0" {
+		t.Fatalf("index marker %v, want since 0", marker.Item)
+	}
+}
+
+// TestCreateRefusesATableWithoutTheIndex: a local table made by an older version
+// cannot be given the index on dynalite; Create says so instead of leaving the
+// sweeper to fail on every query.
+func TestCreateRefusesATableWithoutTheIndex(t *testing.T) {
+	t.Parallel()
+	db := testenv.DynamoDBClient(t)
+	name := testenv.Name("old")
+	old := table.Definition(name)
+	old.GlobalSecondaryIndexes, old.AttributeDefinitions = nil, old.AttributeDefinitions[:2]
+	if _, err := db.CreateTable(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = db.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	if err := table.Create(t.Context(), db, name); err == nil || !strings.Contains(err.Error(), "has no index") {
+		t.Fatalf("Create over a table without the index: %v, want an error naming the missing index", err)
 	}
 }

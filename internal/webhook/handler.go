@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-github/v88/github"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 )
@@ -40,10 +41,11 @@ type Recorder interface {
 	Record(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
 }
 
-// Nudger asks the sweeper to reconcile one pool now. An error is logged; it never
-// fails the delivery, since the sweeper's schedule is the backstop.
+// Nudger asks the sweeper to reconcile one pool now, for the jobs named in the
+// event (package nudge). An error is logged; it never fails the delivery, since
+// the sweeper's schedule is the backstop.
 type Nudger interface {
-	Nudge(ctx context.Context, pool string) error
+	Nudge(ctx context.Context, ev nudge.Event) error
 }
 
 // Handler handles webhook deliveries. Build it with New.
@@ -200,17 +202,17 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	attrs = append(attrs, slog.String("outcome", outcome.String()))
 	if state == reservation.Queued && outcome == reservation.Applied {
-		attrs = append(attrs, h.nudge(ctx, p.Name))
+		attrs = append(attrs, h.nudge(ctx, nudge.Event{Pool: p.Name, Jobs: []int64{job.id}}))
 	}
 	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
-func (h *Handler) nudge(ctx context.Context, pool string) slog.Attr {
+func (h *Handler) nudge(ctx context.Context, ev nudge.Event) slog.Attr {
 	if h.nudger == nil {
 		return slog.String("nudge", "off")
 	}
-	if err := h.nudger.Nudge(ctx, pool); err != nil {
+	if err := h.nudger.Nudge(ctx, ev); err != nil {
 		return slog.String("nudge", "failed: "+err.Error())
 	}
 	return slog.String("nudge", "sent")

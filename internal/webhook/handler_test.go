@@ -25,8 +25,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
@@ -77,15 +79,17 @@ func signSHA1(body []byte, key string) string {
 }
 
 type recordingNudger struct {
-	mu    sync.Mutex
-	pools []string
-	err   error
+	mu     sync.Mutex
+	pools  []string
+	events []nudge.Event
+	err    error
 }
 
-func (n *recordingNudger) Nudge(_ context.Context, pool string) error {
+func (n *recordingNudger) Nudge(_ context.Context, ev nudge.Event) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.pools = append(n.pools, pool)
+	n.pools = append(n.pools, ev.Pool)
+	n.events = append(n.events, ev)
 	return n.err
 }
 
@@ -116,9 +120,12 @@ func newEnvWith(t *testing.T, cfg *pool.Config, secret string) *env {
 	return e
 }
 
+// items counts the pools' items (not the table's index marker).
 func (e *env) items(t *testing.T) int {
 	t.Helper()
-	out, err := e.db.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(e.table), Select: "COUNT"})
+	out, err := e.db.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(e.table), Select: "COUNT",
+		FilterExpression:          aws.String("begins_with(PK, :pool)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pool": &types.AttributeValueMemberS{Value: "POOL#"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +297,12 @@ func TestDeliveries(t *testing.T) {
 				}
 				if active != tc.active || len(e.nudger.pools) != tc.nudges {
 					t.Fatalf("active reservations %d, nudges %v; want %d and %d", active, e.nudger.pools, tc.active, tc.nudges)
+				}
+				// The nudge names its job, so the sweeper counts it even where its index read lags.
+				for _, ev := range e.nudger.events {
+					if len(ev.Jobs) != 1 || !strings.Contains(resp.Body, fmt.Sprintf("queued job %d: applied", ev.Jobs[0])) {
+						t.Fatalf("nudge %+v for response %q, want the queued job's id", ev, resp.Body)
+					}
 				}
 				logs := e.logs.String()
 				if strings.Contains(logs, secret) || strings.Contains(logs, "Codertocat/Hello-World/actions/runs") {
