@@ -75,7 +75,16 @@ type job struct {
 	Repository string   `json:"repository"`
 	Labels     []string `json:"labels"`
 	Duration   string   `json:"duration"`
+	Script     string   `json:"script,omitempty"`
 	Token      string   `json:"token"`
+}
+
+// result is what a job's end reports: its conclusion and, for a job with a
+// script, the script's output and exit code.
+type result struct {
+	Conclusion string `json:"conclusion"`
+	Output     string `json:"output,omitempty"`
+	ExitCode   int    `json:"exit_code,omitempty"`
 }
 
 // register: POST /_runner/registrations.
@@ -109,9 +118,8 @@ func (c *client) pollJob(ctx context.Context, cred, id string, wait time.Duratio
 }
 
 // reportResult: POST /_runner/jobs/{id}/result.
-func (c *client) reportResult(ctx context.Context, j job, conclusion string) error {
-	return c.do(ctx, http.MethodPost, "/_runner/jobs/"+strconv.FormatInt(j.ID, 10)+"/result", "", "Bearer "+j.Token,
-		map[string]string{"conclusion": conclusion}, nil)
+func (c *client) reportResult(ctx context.Context, j job, res result) error {
+	return c.do(ctx, http.MethodPost, "/_runner/jobs/"+strconv.FormatInt(j.ID, 10)+"/result", "", "Bearer "+j.Token, res, nil)
 }
 
 // do sends a request; errors name it by route (path when empty), so that they

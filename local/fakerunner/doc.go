@@ -15,7 +15,10 @@
 //	                   when set, else with .runner/.credentials; long-polls for jobs and runs each
 //	                   in a Runner.Worker child process
 //	bin/Runner.Listener  "configure" or "run", as config.sh or run.sh
-//	bin/Runner.Worker  runs one job: sleeps for its duration, then reports its conclusion
+//	bin/Runner.Worker  runs one job: its script, if it has one, with /bin/sh (as a job step runs,
+//	                   as the worker's user, in its environment; the output and exit code go back
+//	                   with the result, never to the runner's log), then sleeps for the rest of
+//	                   its duration, and reports its conclusion (failure when the script failed)
 //
 // The root directory is the directory config.sh and run.sh are in (the parent of
 // bin/ for the bin/ names), as for the real runner; the runner's whole state is
@@ -40,7 +43,7 @@
 //     listener's "Retrying until reconnected"; a session the simulator still holds
 //     for this runner (a previous container killed without closing it) is retried
 //     until it expires.
-//   - Runner.Worker exits 100 + the job's result (0 succeeded, 3 cancelled), as the
+//   - Runner.Worker exits 100 + the job's result (0 succeeded, 2 failed, 3 cancelled), as the
 //     real worker does; it cancels its job when the listener tells it to, when the
 //     listener's pipe closes, or on SIGTERM, and ignores SIGINT.
 //

@@ -2,13 +2,16 @@
 // runner/entrypoint.sh runs under bash on the host with RUNNER_HOME pointing at a
 // directory laid out like the runner image (config.sh, run.sh, bin/Runner.Listener,
 // bin/Runner.Worker), against an in-process GitHub simulator. The fake runner is
-// this test binary itself, run under those names (see TestMain).
+// this test binary itself (a copy the runner user can run), run under those names
+// (see TestMain). The tests run as root, as the entrypoint does in a pod; it runs
+// the runner as uid 1001 (RUNNER_USER=1001:1001: the host has no user runner).
 package fakerunner_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -34,7 +37,49 @@ func TestMain(m *testing.M) {
 	case "config.sh", "run.sh", "Runner.Listener", "Runner.Worker":
 		os.Exit(fakerunner.Main(fakerunner.Env{Args: os.Args, Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if sharedDir != "" {
+		_ = os.RemoveAll(sharedDir)
+	}
+	os.Exit(code)
+}
+
+// runnerUID is the runner user the entrypoint runs the fake runner as.
+const runnerUID = 1001
+
+// sharedDir holds a copy of this test binary that the runner user can run (the go
+// command builds it in a directory only root can enter), and the runner homes.
+var (
+	sharedDir  string
+	sharedOnce sync.Once
+	sharedErr  error
+	sharedExe  string
+)
+
+func shared(t *testing.T) (dir, exe string) {
+	t.Helper()
+	sharedOnce.Do(func() {
+		if sharedDir, sharedErr = os.MkdirTemp("", "fakerunner-test-"); sharedErr != nil {
+			return
+		}
+		if sharedErr = os.Chmod(sharedDir, 0o755); sharedErr != nil {
+			return
+		}
+		var self string
+		if self, sharedErr = os.Executable(); sharedErr != nil {
+			return
+		}
+		var raw []byte
+		if raw, sharedErr = os.ReadFile(self); sharedErr != nil {
+			return
+		}
+		sharedExe = filepath.Join(sharedDir, "fakerunner.test")
+		sharedErr = os.WriteFile(sharedExe, raw, 0o755)
+	})
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	return sharedDir, sharedExe
 }
 
 const pat = "ghp_fakerunner"
@@ -115,17 +160,25 @@ func (e *env) waitFor(what string, timeout time.Duration, cond func() bool) {
 	}
 }
 
-// runnerHome lays out a runner directory like the image's, every name a link to
-// this test binary.
+// runnerHome lays out a runner directory like the image's, the runner user's,
+// every name a link to this test binary.
 func runnerHome(t *testing.T) string {
 	t.Helper()
-	exe, err := os.Executable()
+	base, exe := shared(t)
+	dir, err := os.MkdirTemp(base, "home-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "bin")} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, runnerUID, runnerUID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, name := range []string{"config.sh", "run.sh", "bin/Runner.Listener", "bin/Runner.Worker"} {
 		if err := os.Symlink(exe, filepath.Join(dir, name)); err != nil {
@@ -161,6 +214,7 @@ func start(t *testing.T, name string, args []string, environ ...string) *proc {
 	p := &proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, environ...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the cleanup kills the whole "container"
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +227,7 @@ func start(t *testing.T, name string, args []string, environ ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
 	})
 	return p
@@ -201,6 +255,7 @@ func entrypoint(t *testing.T, e *env, home, state string, environ ...string) *pr
 		t.Fatal(err)
 	}
 	return start(t, "bash", []string{script}, append([]string{"HOME=" + home, "RUNNER_HOME=" + home, "RUNNER_STATE_DIR=" + state,
+		fmt.Sprintf("RUNNER_USER=%d:%d", runnerUID, runnerUID),
 		"GITHUB_URL=" + e.url, "RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin", "Runner.Worker")}, environ...)...)
 }
 
@@ -267,15 +322,20 @@ func TestJITEphemeralRunnerTakesOneJobThenItsConfigIsSpent(t *testing.T) {
 	}
 }
 
+// TestJITConfigIsSingleUse: run.sh started from a JIT config (the variable, as
+// actions/runner reads it) presents it when it connects; the simulator refuses it
+// the second time. (The entrypoint writes the JIT config's files instead, so its
+// run.sh connects as a configured runner: a restarted container is kept from
+// running twice by its run-once marker.)
 func TestJITConfigIsSingleUse(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, githubsim.Options{})
 	_, jit := e.jitConfig("eph-2")
-	first := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	first := start(t, filepath.Join(runnerHome(t), "run.sh"), nil, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
 	e.waitFor("the runner online", 10*time.Second, func() bool { return strings.Contains(first.output(), "listening for Jobs") })
 	_ = first.cmd.Process.Signal(syscall.SIGTERM)
 	first.wait(t, 10*time.Second)
-	second := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
+	second := start(t, filepath.Join(runnerHome(t), "run.sh"), nil, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit)
 	if code := second.wait(t, 20*time.Second); code != 1 || !strings.Contains(second.output(), "JIT config is invalid, expired or was already used") {
 		t.Fatalf("a used JIT config: exit %d, output:\n%s", code, second.output())
 	}
@@ -451,4 +511,39 @@ func TestUnreachableGitHubIsRetriedUntilSIGTERM(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s\nwant 0 after SIGINT", code, p.output())
 	}
 	assertNoSecrets(t, p.output(), jit)
+}
+
+// TestJobScript: a job's script runs with /bin/sh as the runner user (run.sh's,
+// here uid 1001 under the entrypoint started as root), in an environment without
+// the runner's inputs; its output and exit code come back with the result, a
+// failing script fails the job, and nothing of it reaches the runner's log.
+func TestJobScript(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	home := runnerHome(t)
+	p := entrypoint(t, e, home, t.TempDir(), "RUNNER_TOKEN="+tok, "RUNNER_ORG=acme", "RUNNER_NAME=script-1", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false")
+	spec := githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}}
+	spec.Script = `echo "uid $(id -u)"; env | grep -c ACTIONS_RUNNER_INPUT_; echo to-stderr >&2; exit 0`
+	ok := e.sim.QueueJob(spec)
+	spec.Script = "echo failing; exit 3"
+	failing := e.sim.QueueJob(spec)
+	e.waitFor("both jobs", 20*time.Second, func() bool {
+		return e.job(ok.ID).State == githubsim.JobCompleted && e.job(failing.ID).State == githubsim.JobCompleted
+	})
+	if got := e.job(ok.ID); got.Conclusion != githubsim.JobSuccess || got.ExitCode != 0 || got.Output != "uid 1001\n0\nto-stderr\n" {
+		t.Fatalf("job %+v: want success with the script's output, run as uid 1001 without runner inputs", got)
+	}
+	if got := e.job(failing.ID); got.Conclusion != githubsim.JobFailure || got.ExitCode != 3 || got.Output != "failing\n" {
+		t.Fatalf("job %+v: want failure, exit code 3", got)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+	if strings.Contains(p.output(), "to-stderr") || strings.Contains(p.output(), "failing\n") {
+		t.Fatalf("a job's output reached the runner's log:\n%s", p.output())
+	}
+	assertNoSecrets(t, p.output(), tok)
 }

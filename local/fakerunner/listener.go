@@ -278,7 +278,7 @@ func (l *listener) closeSession() {
 func (l *listener) report(j job, conclusion string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := l.api.reportResult(ctx, j, conclusion); err != nil {
+	if err := l.api.reportResult(ctx, j, result{Conclusion: conclusion}); err != nil {
 		logf(l.env.Stderr, "Error: reporting job %d %s: %v", j.ID, conclusion, err)
 	}
 }

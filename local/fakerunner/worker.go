@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -142,8 +143,9 @@ func workerEnv(env []string) []string {
 	return out
 }
 
-// work is Runner.Worker: run the job the listener sends (sleep for its
-// duration), then report its conclusion.
+// work is Runner.Worker: run the job the listener sends — its script if it has
+// one (see runScript), then sleep for the rest of its duration — and report its
+// conclusion: success, failure (the script exited non-zero) or cancelled.
 func work(env Env, args []string) int {
 	signal.Ignore(syscall.SIGINT) // a Ctrl-C to the process group is the listener's to handle
 	terms := make(chan os.Signal, 1)
@@ -162,38 +164,108 @@ func work(env Env, args []string) int {
 	if err != nil {
 		d = 0
 	}
-	cancelled := make(chan struct{})
+	// stop closes when the listener cancels the job (or is gone) or on SIGTERM.
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	stopNow := func() { stopOnce.Do(func() { close(stop) }) }
 	go func() {
 		for {
 			l, err := in.ReadString('\n')
 			if err != nil || strings.TrimSpace(l) == "cancel" {
-				close(cancelled)
+				stopNow()
 				return
 			}
 		}
 	}()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	conclusion, code := "success", workerSucceeded
-	select {
-	case <-timer.C:
-	case <-cancelled:
-		conclusion, code = "cancelled", workerCancelled
-	case <-terms:
-		conclusion, code = "cancelled", workerCancelled
+	go func() { <-terms; stopNow() }()
+	started := time.Now()
+	res, code := result{Conclusion: "success"}, workerSucceeded
+	if msg.Job.Script != "" {
+		var stopped bool
+		res.Output, res.ExitCode, stopped = runScript(msg.Job.Script, stop)
+		switch {
+		case stopped:
+			res.Conclusion, code = "cancelled", workerCancelled
+		case res.ExitCode != 0:
+			res.Conclusion, code = "failure", workerFailed
+		}
+	}
+	if code == workerSucceeded {
+		timer := time.NewTimer(max(d-time.Since(started), 0))
+		select {
+		case <-timer.C:
+		case <-stop:
+			res.Conclusion, code = "cancelled", workerCancelled
+		}
+		timer.Stop()
 	}
 	api := newClient(msg.ServerURL)
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = api.reportResult(ctx, msg.Job, conclusion)
+		err = api.reportResult(ctx, msg.Job, res)
 		cancel()
 		if err == nil {
 			return code
 		}
 		if status := statusOf(err); (status != 0 && status < 500) || attempt == 5 {
-			fmt.Fprintf(env.Stderr, "%s: reporting job %d %s: %v\n", workerName, msg.Job.ID, conclusion, err)
+			fmt.Fprintf(env.Stderr, "%s: reporting job %d %s: %v\n", workerName, msg.Job.ID, res.Conclusion, err)
 			return 1
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// maxOutput bounds what a job's script output the worker keeps and reports.
+const maxOutput = 1 << 20
+
+// runScript runs a job's script as a job step does: `/bin/sh -c script`, as the
+// worker's user, in its environment and directory, stdin empty. It returns the
+// output (stdout and stderr together, at most maxOutput bytes) and the exit code
+// (128 + the signal when one killed it); stopped when stop closed first, which
+// kills the script's process group. The output is reported with the result only,
+// never printed: it is the job's, not the runner's log.
+func runScript(script string, stop <-chan struct{}) (output string, exitCode int, stopped bool) {
+	var out cappedBuffer
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second // a background process keeping the output open
+	if err := cmd.Start(); err != nil {
+		return "starting /bin/sh: " + err.Error(), 127, false
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-stop:
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		stopped = true
+	}
+	exitCode = cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		exitCode = 128 + int(ws.Signal())
+	}
+	return out.String(), exitCode, stopped
+}
+
+// cappedBuffer keeps the first maxOutput bytes written to it.
+type cappedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if room := maxOutput - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(len(p), room)]...)
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }

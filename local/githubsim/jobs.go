@@ -28,6 +28,12 @@ type JobSpec struct {
 	Enterprise   string
 	Labels       []string
 	Duration     time.Duration
+	// Script, when set, is what the job runs: the fake runner's Runner.Worker (see
+	// local/fakerunner) runs it with /bin/sh as the runner's user, in the runner's
+	// container, before the rest of Duration; its output and exit code come back
+	// with the job's result (Job.Output, Job.ExitCode) and a non-zero exit fails
+	// the job. Only runners that speak the /_runner/ protocol run it.
+	Script string
 }
 
 // JobConclusion is how a completed job ended, as in workflow_job deliveries.
@@ -57,7 +63,14 @@ type Job struct {
 	QueuedAt   time.Time
 	StartedAt  time.Time
 	EndedAt    time.Time
+	// Output is what the job's Script wrote (stdout and stderr, as the runner
+	// reported it, at most MaxJobOutput bytes), and ExitCode its exit code.
+	Output   string
+	ExitCode int
 }
+
+// MaxJobOutput bounds a job's Output; a runner reporting more is cut there.
+const MaxJobOutput = 1 << 20
 
 // Deliverer receives each workflow_job event the simulator emits, with its payload,
 // and returns the HTTP status the webhook answered (0 when nothing answered), which

@@ -18,7 +18,8 @@ package githubsim
 //	                                           when started from a JIT config, which is single use)
 //	GET    /_runner/sessions/{session_id}/job  long-poll for a job (?wait=10s): 200 with the job, 204 when none came
 //	DELETE /_runner/sessions/{session_id}      run.sh disconnects: the runner goes offline
-//	POST   /_runner/jobs/{job_id}/result       Runner.Worker reports the job's conclusion
+//	POST   /_runner/jobs/{job_id}/result       Runner.Worker reports the job's conclusion, and its
+//	                                           script's output and exit code when it had one
 //	                                           (Authorization: Bearer <the job's token>)
 //
 // A session no poll touched for Options.SessionTimeout ends, and its runner goes
@@ -133,6 +134,7 @@ type jobMessage struct {
 	Repository string   `json:"repository"`
 	Labels     []string `json:"labels"`
 	Duration   string   `json:"duration"` // time.Duration.String()
+	Script     string   `json:"script,omitempty"`
 	Token      string   `json:"token"`
 }
 
@@ -289,7 +291,7 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 		case ok:
 			s.emit(job)
 			writeJSON(w, http.StatusOK, jobMessage{ID: job.ID, RunID: job.RunID, Repository: job.Repository, Labels: job.Labels,
-				Duration: job.Duration.String(), Token: token})
+				Duration: job.Duration.String(), Script: job.Script, Token: token})
 			return
 		}
 		select {
@@ -305,12 +307,15 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentJobResult: POST /_runner/jobs/{job_id}/result {"conclusion": "success" |
-// "failure" | "cancelled"}: the job completes and its runner is freed (an
-// ephemeral one deleted).
+// "failure" | "cancelled", "output": ..., "exit_code": ...}: the job completes and
+// its runner is freed (an ephemeral one deleted); output and exit_code (of the
+// job's script) are optional.
 func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 	jobID, _ := strconv.ParseInt(r.PathValue("job_id"), 10, 64)
 	var req struct {
 		Conclusion JobConclusion `json:"conclusion"`
+		Output     string        `json:"output"`
+		ExitCode   int           `json:"exit_code"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil ||
 		(req.Conclusion != JobSuccess && req.Conclusion != JobFailure && req.Conclusion != JobCancelled) {
@@ -325,6 +330,13 @@ func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j, err := s.completeLocked(jobID, req.Conclusion)
+	if err == nil {
+		if len(req.Output) > MaxJobOutput {
+			req.Output = req.Output[:MaxJobOutput]
+		}
+		s.jobs[jobID].Output, s.jobs[jobID].ExitCode = req.Output, req.ExitCode
+		j.Output, j.ExitCode = req.Output, req.ExitCode
+	}
 	delete(s.agents.jobTokens, token)
 	s.mu.Unlock()
 	if err != nil {

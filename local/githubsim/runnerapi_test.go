@@ -106,6 +106,7 @@ func (e *agentEnv) open(cred string, body any) (sessionOut, *http.Response) {
 type jobOut struct {
 	ID       int64  `json:"id"`
 	Duration string `json:"duration"`
+	Script   string `json:"script"`
 	Token    string `json:"token"`
 }
 
@@ -225,10 +226,11 @@ func TestAgentJobLifecycle(t *testing.T) {
 	other := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"gpu"}})
 	go func() {
 		time.Sleep(100 * time.Millisecond)
-		e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", "big"}, Duration: 90 * time.Second})
+		e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", "big"}, Duration: 90 * time.Second,
+			Script: "echo hi; exit 3"})
 	}()
 	j, code := e.poll(cred, s.SessionID, "20s")
-	if code != 200 || j.ID == other.ID || j.Duration != "1m30s" || j.Token == "" {
+	if code != 200 || j.ID == other.ID || j.Duration != "1m30s" || j.Script != "echo hi; exit 3" || j.Token == "" {
 		t.Fatalf("long-poll: %d %+v, want the matching job", code, j)
 	}
 	if time.Since(start) > 5*time.Second {
@@ -249,14 +251,15 @@ func TestAgentJobLifecycle(t *testing.T) {
 	if got := e.result(j, "maybe"); got != 422 {
 		t.Fatalf("unknown conclusion: %d, want 422", got)
 	}
-	if got := e.result(j, "failure"); got != 204 {
+	if got := e.call("POST", "/_runner/jobs/"+strconv.FormatInt(j.ID, 10)+"/result", "Bearer "+j.Token,
+		map[string]any{"conclusion": "failure", "output": "hi\n", "exit_code": 3}, nil).StatusCode; got != 204 {
 		t.Fatalf("result: %d", got)
 	}
 	if got := e.result(j, "success"); got != 401 {
 		t.Fatalf("second result: %d, want 401 (the job's token is spent)", got)
 	}
 	jobs := e.sim.Jobs()
-	if done := jobs[j.ID-1]; done.State != githubsim.JobCompleted || done.Conclusion != githubsim.JobFailure {
+	if done := jobs[j.ID-1]; done.State != githubsim.JobCompleted || done.Conclusion != githubsim.JobFailure || done.Output != "hi\n" || done.ExitCode != 3 {
 		t.Fatalf("job after its result: %+v", done)
 	}
 	if _, ok := e.sim.RunningJob(id); ok {

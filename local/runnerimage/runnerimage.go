@@ -10,19 +10,26 @@
 //	/bin/busybox, /bin/<applet>     busybox-static and links for the commands the entrypoint
 //	/usr/bin/env -> busybox         uses (sleep, kill, hostname, cp, mkdir, ...)
 //	/usr/bin/pgrep                  local/runnerimage/cmd/pgrep: Debian's busybox has no pgrep
-//	/etc/passwd, /etc/group         root, and runner (1001:1001) as the image's user
+//	/usr/bin/setpriv                local/runnerimage/cmd/setpriv: util-linux setpriv's options the
+//	                                entrypoint uses (Debian's is dynamically linked, busybox's
+//	                                cannot change users)
+//	/etc/passwd, /etc/group         root, and runner (1001:1001), whom the entrypoint runs
+//	                                config.sh, run.sh and so every job step as
 //	/tmp                            mode 1777
 //	/home/runner                    RUNNER_HOME, owned by runner: bin/Runner.Listener (the fake
 //	                                runner), bin/Runner.Worker, config.sh and run.sh linking to it,
 //	                                _work
+//
+// As runner/Dockerfile's, the image names no user: the container starts as root,
+// and the entrypoint drops to runner (see runner/README.md).
 //
 // Binaries come from Debian packages: `apt-get download bash-static tini
 // busybox-static` into ~/.cache/runnerscaler/debs (a file per package version: the
 // candidate version that apt-cache shows is fetched once; `apt-get update` runs
 // only when a download fails), unpacked with `dpkg-deb -x`. The fake runner is
 // built with `go build` (CGO_ENABLED=0, GOOS=linux, this machine's GOARCH), and so
-// is the image's pgrep (Debian builds busybox without it, and procps's is not
-// static).
+// are the image's pgrep (Debian builds busybox without it, and procps's is not
+// static) and setpriv.
 //
 // The image's tag is a hash of everything in it, so a changed entrypoint or fake
 // runner gives a new reference (and pods naming it a new template); a built
@@ -68,7 +75,7 @@ const (
 // applets are the busybox commands the image links into /bin: what
 // runner/entrypoint.sh runs, and a few more for a shell in the container.
 var applets = []string{
-	"basename", "cat", "chmod", "cp", "date", "dirname", "echo", "env", "false", "grep", "head", "hostname",
+	"base64", "basename", "cat", "chmod", "chown", "cp", "date", "dirname", "echo", "env", "false", "grep", "head", "hostname",
 	"id", "kill", "ln", "ls", "mkdir", "mv", "ps", "readlink", "rm", "sed", "seq", "sleep",
 	"sort", "stat", "tail", "tee", "test", "timeout", "touch", "tr", "true", "uname", "wc", "whoami",
 }
@@ -109,7 +116,7 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 	}
 	defer os.RemoveAll(work)
 
-	opts.Log.Info("building the fake runner and pgrep", "goarch", runtime.GOARCH)
+	opts.Log.Info("building the fake runner, pgrep and setpriv", "goarch", runtime.GOARCH)
 	if err := buildCommands(ctx, opts.ModuleDir, work); err != nil {
 		return Image{}, err
 	}
@@ -142,7 +149,7 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 		return Image{}, err
 	}
 	layer := layout(binaries{Bash: bash, Tini: tini, Busybox: busybox, Pgrep: filepath.Join(work, "pgrep"),
-		FakeRunner: filepath.Join(work, "fakerunner"), Entrypoint: opts.EntrypointPath}, links)
+		Setpriv: filepath.Join(work, "setpriv"), FakeRunner: filepath.Join(work, "fakerunner"), Entrypoint: opts.EntrypointPath}, links)
 	cfg := imageConfig()
 	tag, err := contentHash(layer, cfg)
 	if err != nil {
@@ -171,6 +178,7 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 type binaries struct {
 	Bash, Tini, Busybox string // the static binaries unpacked from Debian packages
 	Pgrep               string // local/runnerimage/cmd/pgrep built for linux
+	Setpriv             string // local/runnerimage/cmd/setpriv built for linux
 	FakeRunner          string // local/fakerunner/cmd/fakerunner built for linux
 	Entrypoint          string // runner/entrypoint.sh
 }
@@ -194,6 +202,7 @@ func layout(b binaries, applets []string) ociimage.Layer {
 	layer = append(layer,
 		ociimage.File{Path: "/usr/bin/env", Mode: fs.ModeSymlink, Link: "../../bin/busybox"}, // #!/usr/bin/env bash
 		ociimage.File{Path: "/usr/bin/pgrep", HostPath: b.Pgrep, Mode: exe},
+		ociimage.File{Path: "/usr/bin/setpriv", HostPath: b.Setpriv, Mode: exe},
 		ociimage.File{Path: Tini, HostPath: b.Tini, Mode: exe},
 		ociimage.File{Path: Entrypoint, HostPath: b.Entrypoint, Mode: exe},
 		ociimage.File{Path: "/etc/passwd", Content: []byte(passwd), Mode: 0o644},
@@ -218,13 +227,13 @@ func layout(b binaries, applets []string) ociimage.Layer {
 	return layer
 }
 
-// imageConfig is the image's run configuration, as runner/Dockerfile's.
+// imageConfig is the image's run configuration, as runner/Dockerfile's: no user,
+// so root (the entrypoint drops to runner).
 func imageConfig() ociimage.Config {
 	return ociimage.Config{
 		Entrypoint: []string{Tini, "--", Entrypoint},
 		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + RunnerHome,
 			"RUNNER_HOME=" + RunnerHome, "RUNNER_ALLOW_RUNASROOT=0"},
-		User:       fmt.Sprintf("%d:%d", UID, GID),
 		WorkingDir: RunnerHome,
 		Labels:     map[string]string{"org.opencontainers.image.title": "runnerscaler local runner (fake actions runner)"},
 	}
@@ -254,15 +263,16 @@ func contentHash(layer ociimage.Layer, cfg ociimage.Config) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// buildCommands builds local/fakerunner/cmd/fakerunner and local/runnerimage/cmd/pgrep
-// into dir, static, for linux and this machine's architecture.
+// buildCommands builds local/fakerunner/cmd/fakerunner, local/runnerimage/cmd/pgrep
+// and local/runnerimage/cmd/setpriv into dir, static, for linux and this machine's
+// architecture.
 func buildCommands(ctx context.Context, moduleDir, dir string) error {
 	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-ldflags=-s -w", "-o", dir+string(filepath.Separator),
-		"./local/fakerunner/cmd/fakerunner", "./local/runnerimage/cmd/pgrep")
+		"./local/fakerunner/cmd/fakerunner", "./local/runnerimage/cmd/pgrep", "./local/runnerimage/cmd/setpriv")
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if raw, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the fake runner and pgrep: %w: %s", err, bytes.TrimSpace(raw))
+		return fmt.Errorf("building the fake runner, pgrep and setpriv: %w: %s", err, bytes.TrimSpace(raw))
 	}
 	return nil
 }
@@ -294,7 +304,7 @@ func busyboxApplets(ctx context.Context, busybox string) ([]string, error) {
 			out = append(out, a)
 		}
 	}
-	for _, needed := range []string{"env", "sleep", "kill", "cp", "mkdir", "hostname"} {
+	for _, needed := range []string{"env", "sleep", "kill", "cp", "mkdir", "hostname", "base64", "cat", "chmod", "chown", "rm"} {
 		if !slices.Contains(out, needed) {
 			return nil, fmt.Errorf("%s has no %s applet, which runner/entrypoint.sh needs", busybox, needed)
 		}

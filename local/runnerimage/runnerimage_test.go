@@ -87,9 +87,9 @@ func TestImageContent(t *testing.T) {
 		t.Errorf("platform %s/%s", cf.OS, cf.Architecture)
 	}
 	c := cf.Config
-	if !slices.Equal(c.Entrypoint, []string{"/usr/bin/tini", "--", "/usr/local/bin/entrypoint.sh"}) || c.User != "1001:1001" ||
+	if !slices.Equal(c.Entrypoint, []string{"/usr/bin/tini", "--", "/usr/local/bin/entrypoint.sh"}) || c.User != "" ||
 		c.WorkingDir != "/home/runner" || !slices.Contains(c.Env, "RUNNER_HOME=/home/runner") {
-		t.Errorf("config %+v: want runner/Dockerfile's entrypoint, user, workdir and RUNNER_HOME", c)
+		t.Errorf("config %+v: want runner/Dockerfile's entrypoint, workdir and RUNNER_HOME, and no user (root: the entrypoint drops to runner)", c)
 	}
 	entrypoint, err := os.ReadFile("../../runner/entrypoint.sh")
 	if err != nil {
@@ -111,7 +111,8 @@ func TestImageContent(t *testing.T) {
 		"/home/runner/run.sh":              {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
 	}
 	want["/usr/bin/pgrep"] = entry{typ: tar.TypeReg, mode: 0o755}
-	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod"} {
+	want["/usr/bin/setpriv"] = entry{typ: tar.TypeReg, mode: 0o755}
+	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod", "chown", "base64"} {
 		want["/bin/"+a] = entry{typ: tar.TypeSymlink, mode: 0o777, link: "busybox"}
 	}
 	for p, w := range want {
@@ -176,10 +177,11 @@ func TestCachedByContent(t *testing.T) {
 }
 
 // TestImageRunsAJob unpacks the image and runs its own tini, bash, busybox,
-// entrypoint and fake runner on the host (no container: paths are prefixed with
-// the unpacked root) against a GitHub simulator: an ephemeral runner whose
-// container gets SIGTERM mid-job lets the job finish (busybox pgrep finds
-// Runner.Worker), then exits.
+// entrypoint, setpriv and fake runner on the host (no container: paths are
+// prefixed with the unpacked root) as root, as in a pod, against a GitHub
+// simulator: the runner runs as uid 1001 (the host has no user named runner:
+// RUNNER_USER=1001:1001); an ephemeral runner whose container gets SIGTERM
+// mid-job lets the job finish (pgrep finds Runner.Worker), then exits.
 func TestImageRunsAJob(t *testing.T) {
 	t.Parallel()
 	img, err := build()
@@ -203,12 +205,14 @@ func TestImageRunsAJob(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&jit)
 	resp.Body.Close()
-	job := sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Duration: 1500 * time.Millisecond})
+	job := sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Duration: 1500 * time.Millisecond,
+		Script: "id -u; id -g"})
 
 	home := filepath.Join(root, "home/runner")
 	cmd := exec.Command(filepath.Join(root, "usr/bin/tini"), "-s", "--", filepath.Join(root, "bin/bash"), filepath.Join(root, "usr/local/bin/entrypoint.sh"))
 	cmd.Env = []string{"PATH=" + filepath.Join(root, "usr/bin") + ":" + filepath.Join(root, "bin"), "HOME=" + home, "RUNNER_HOME=" + home,
 		"RUNNER_STATE_DIR=" + t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit.Encoded, "RUNNER_GRACEFUL_STOP_TIMEOUT=20",
+		"RUNNER_USER=1001:1001",
 		"RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin/Runner.Worker")}
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -234,15 +238,16 @@ func TestImageRunsAJob(t *testing.T) {
 	case <-time.After(25 * time.Second):
 		t.Fatalf("the container did not stop; output:\n%s", out.String())
 	}
-	if got := sim.Jobs()[job.ID-1]; got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess {
-		t.Fatalf("job %+v; output:\n%s", got, out.String())
+	if got := sim.Jobs()[job.ID-1]; got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess || got.Output != "1001\n1001\n" {
+		t.Fatalf("job %+v; output:\n%s\nwant it run to success as the runner user", got, out.String())
 	}
 	if !strings.Contains(out.String(), "waiting up to 20s") {
 		t.Fatalf("the entrypoint did not wait for the job (busybox pgrep); output:\n%s", out.String())
 	}
 }
 
-// unpack writes the image's file system under a temporary directory.
+// unpack writes the image's file system, owners included, under a temporary
+// directory that the image's runner user can reach (t.TempDir's are root's alone).
 func unpack(t *testing.T, img runnerimage.Image) string {
 	t.Helper()
 	tag, _ := name.NewTag(img.Ref)
@@ -250,7 +255,14 @@ func unpack(t *testing.T, img runnerimage.Image) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := t.TempDir()
+	root, err := os.MkdirTemp("", "runnerimage-root-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	tr := tar.NewReader(mutate.Extract(im))
 	for {
 		hdr, err := tr.Next()
@@ -271,6 +283,9 @@ func unpack(t *testing.T, img runnerimage.Image) string {
 			if body, err = io.ReadAll(tr); err == nil {
 				err = os.WriteFile(p, body, os.FileMode(hdr.Mode).Perm())
 			}
+		}
+		if err == nil {
+			err = os.Lchown(p, hdr.Uid, hdr.Gid)
 		}
 		if err != nil {
 			t.Fatal(err)
