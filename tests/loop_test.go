@@ -77,7 +77,6 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 		t.Fatal(err)
 	}
 	opts.Pools, opts.DB, opts.Table, opts.Kube = cfg, db, tableName, kube
-	opts.ContainerdAddress = testenv.ContainerdAddress(t)
 	if opts.Log == nil {
 		opts.Log = debugLog(t)
 	}
@@ -423,14 +422,14 @@ pools:
 	w.noViolations()
 }
 
-// debugLog writes the loop's logs to $RUNNERSCALER_LOOP_LOG/<test name>.log when
-// that directory is set.
+// debugLog writes the loop's logs to $RUNNERSCALER_LOOP_LOG/<test name>-<time>.log
+// when that directory is set.
 func debugLog(t testing.TB) *slog.Logger {
 	dir := os.Getenv("RUNNERSCALER_LOOP_LOG")
 	if dir == "" {
 		return nil
 	}
-	f, err := os.Create(fmt.Sprintf("%s/%s.log", dir, strings.ReplaceAll(t.Name(), "/", "_")))
+	f, err := os.Create(fmt.Sprintf("%s/%s-%s.log", dir, strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Format("150405")))
 	if err != nil {
 		t.Fatal(err)
 	}

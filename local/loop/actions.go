@@ -13,12 +13,13 @@ import (
 // as GitHub fails a job whose lock its worker stopped renewing ("The self-hosted
 // runner lost communication with the server"), after minutes on GitHub and
 // LostAfter here. The simulator cannot see a worker; what betrays a dead one is
-// its runner going offline while the job runs (a healthy listener keeps its
-// session alive by long-polling throughout the job), even if the runner comes
-// back (a restarted persistent runner reconnects with a new session, its old
-// job's worker gone). The runner is then idle again, and an ephemeral one
-// deleted, as after any job. Without it such a job would stay in progress and
-// its runner busy forever.
+// its runner's container stopping after the job started (the worker is one of
+// its processes: they all die with it, even if the kubelet restarts the
+// container and a persistent runner reconnects at once), or its runner going
+// offline while the job runs (a healthy listener keeps its session alive by
+// long-polling throughout the job). The runner is then idle again, and an
+// ephemeral one deleted, as after any job. Without it such a job would stay in
+// progress and its runner busy forever.
 func (l *Loop) failLostJobs(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -35,7 +36,7 @@ func (l *Loop) failLostJobs(ctx context.Context) {
 			running[j.ID] = true
 			since, seen := lost[j.ID]
 			if !seen {
-				if r, ok := l.Sim.Runner(j.RunnerID); !ok || !r.Online {
+				if r, ok := l.Sim.Runner(j.RunnerID); !ok || !r.Online || l.Monitor.stoppedSince(j.RunnerName, j.StartedAt) {
 					lost[j.ID] = now
 				}
 				continue

@@ -21,13 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
-	"github.com/runnerscaler/runnerscaler/local/ociimage"
 )
 
-// Faults of the node, for the chaos suite. Each one records itself in the
-// monitor (Monitor.Fault) before it is injected, so that exactly the runners it
-// hits are excused; and each one is what happens on a real node, done the way
-// the kernel, a person or a cluster operator does it.
+// Faults of the node, for the chaos suite, each done the way the kernel, a person
+// or a cluster operator does it on a real node. Each fault aimed at a runner pod
+// records itself in the monitor (Monitor.Fault) before it is injected, so that
+// exactly the runners it hits are excused.
 
 // RunnerPods returns the pools' pods whose runner container is running and that
 // are not being deleted, with the job each one's runner is running (0: idle), as
@@ -87,23 +86,32 @@ func (l *Loop) KillRunnerProcess(pod *corev1.Pod) error {
 const maxOOMLimit = 512 << 20
 
 // OOMKill makes the kernel's OOM killer kill pod's runner container, which must
-// have a memory limit: a process run in the container (`ctr tasks exec`)
-// allocates beyond the limit. On this cgroup v1 machine the OOM killer kills one
-// process of the container's memory cgroup, the one with the highest score;
-// the container's init (tini) is made that one (oom_score_adj 1000, every other
-// process of the container 0), so the whole container dies, as it does on a
-// cgroup v2 node, where the kubelet makes the OOM killer kill the container's
-// whole cgroup. The kubelet reports the container OOMKilled (exit code 137) and
-// restarts it; the job's worker died with it, so the simulator fails the job once
-// the runner has been offline for LostAfter.
+// have a memory limit of at most maxOOMLimit: a process charged to the
+// container's memory cgroup allocates beyond the limit. (It is a process of this
+// machine put into that cgroup rather than one started in the container with
+// `ctr tasks exec`, which takes seconds to start on a loaded machine, by when a
+// job of 1–3 s is over: for the OOM killer, whose scope is the cgroup, it is the
+// same.) On this cgroup v1 machine the OOM killer kills one process of the
+// cgroup, the one with the highest score; the container's init (tini) is made
+// that one (oom_score_adj 1000, every other process 0), so the whole container
+// dies with its init, as on a cgroup v2 node, where the kubelet makes the OOM
+// killer kill the whole cgroup. A score is the process's pages plus
+// oom_score_adj × (the limit's pages / 1000), that division truncated: with a
+// limit of a multiple of 1000 pages (4,096,000 bytes), init's score exceeds the
+// allocation's, which holds less than the limit; with another limit the
+// allocation may be the one killed, and OOMKill fails. It succeeds (and counts in
+// Faults.OOMKills) once the init is gone and the kernel counted an OOM kill. The
+// kubelet reports the container OOMKilled (exit code 137) and restarts it; the
+// job's worker died with it, and the simulator fails the job (failLostJobs).
 func (l *Loop) OOMKill(ctx context.Context, pod *corev1.Pod) error {
 	id := containerID(pod)
 	pids, err := containerPIDs(id)
 	if err != nil {
 		return err
 	}
-	if limit, err := memoryLimit(pids); err != nil || limit > maxOOMLimit {
-		return fmt.Errorf("pod %s: OOM kill needs a memory limit of at most %d bytes (limit %d, %v)", pod.Name, maxOOMLimit, limit, err)
+	cgroup, limit, err := memoryCgroup(pids[0])
+	if err != nil || limit > maxOOMLimit {
+		return fmt.Errorf("pod %s: an OOM kill needs a memory limit of at most %d bytes (limit %d, %v)", pod.Name, maxOOMLimit, limit, err)
 	}
 	init := 0
 	for _, pid := range pids {
@@ -115,43 +123,60 @@ func (l *Loop) OOMKill(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("pod %s: no init process in container %s", pod.Name, id)
 	}
 	l.Monitor.Fault(pod.Name, "OOM kill")
-	l.fault(func(f *Faults) { f.OOMKills++ })
-	lower := func() {
-		ps, _ := containerPIDs(id)
-		for _, pid := range ps {
-			if pid != init {
-				_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte("0"), 0)
-			}
+	kills := oomKills()
+	for _, pid := range pids {
+		if pid != init {
+			_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte("0"), 0)
 		}
 	}
-	lower()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", init), []byte("1000"), 0); err != nil {
 		return fmt.Errorf("pod %s: raising its init's OOM score: %w", pod.Name, err)
 	}
-	// The allocator waits a second before it allocates, so that its own score is
-	// lowered first (the container's processes start with the kubelet's 999).
-	const marker = "runnerscaler-oom-kill"
-	cmd := exec.CommandContext(ctx, "ctr", "--address", l.opts.ContainerdAddress, "--namespace", ociimage.Namespace,
-		"tasks", "exec", "--exec-id", fmt.Sprintf("oom-%d", time.Now().UnixNano()), id,
-		"/bin/bash", "-c", ": "+marker+"; sleep 1; exec /bin/busybox dd if=/dev/zero of=/dev/null bs=1G count=1")
-	if err := cmd.Start(); err != nil {
+	// The allocation joins the cgroup, gives up its score, then fills 1 GiB: the
+	// OOM killer kills the container's init, then, once the container is gone,
+	// the allocation itself.
+	alloc := exec.CommandContext(ctx, "/bin/sh", "-c",
+		`echo $$ >"$1" && echo 0 >/proc/self/oom_score_adj && exec dd if=/dev/zero of=/dev/null bs=1G count=1 2>/dev/null`,
+		"sh", filepath.Join(cgroup, "cgroup.procs"))
+	if err := alloc.Start(); err != nil {
 		return fmt.Errorf("pod %s: starting the allocation: %w", pod.Name, err)
 	}
-	go func() { _ = cmd.Wait() }()
-	for deadline := time.Now().Add(800 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		ps, _ := containerPIDs(id)
-		found := false
-		for _, pid := range ps {
-			if raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); bytes.Contains(raw, []byte(marker)) {
-				found = true
-			}
+	done := make(chan struct{})
+	go func() {
+		_ = alloc.Wait()
+		close(done)
+	}()
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if !exited(init) {
+			continue
 		}
-		if found {
-			lower()
-			return nil
+		if oomKills() == kills {
+			return fmt.Errorf("pod %s: its init exited, but the kernel counted no OOM kill", pod.Name)
+		}
+		l.fault(func(f *Faults) { f.OOMKills++ })
+		return nil
+	}
+	_ = alloc.Process.Kill()
+	<-done
+	return fmt.Errorf("pod %s: the OOM killer spared the container's init", pod.Name)
+}
+
+// oomKills is the kernel's count of OOM kills (/proc/vmstat oom_kill).
+func oomKills() int64 {
+	raw, _ := os.ReadFile("/proc/vmstat")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
 		}
 	}
-	return fmt.Errorf("pod %s: the allocation did not start in time", pod.Name)
+	return -1
+}
+
+// exited reports whether process pid is gone.
+func exited(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return errors.Is(err, os.ErrNotExist)
 }
 
 // DeletePod deletes pod as a person would (its grace period, no preconditions).
@@ -278,24 +303,26 @@ func nsPID(pid int) int {
 	return 0
 }
 
-// memoryLimit is the memory limit of the cgroup v1 memory controller the
-// processes are in (they share one).
-func memoryLimit(pids []int) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pids[0]))
+// memoryCgroup is the directory of the cgroup v1 memory controller process pid
+// is in, and that cgroup's limit.
+func memoryCgroup(pid int) (string, int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
-		return 0, err
+		return "", 0, err
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		f := strings.SplitN(line, ":", 3)
 		if len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "memory") {
-			v, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", f[2], "memory.limit_in_bytes"))
+			dir := filepath.Join("/sys/fs/cgroup/memory", f[2])
+			v, err := os.ReadFile(filepath.Join(dir, "memory.limit_in_bytes"))
 			if err != nil {
-				return 0, err
+				return "", 0, err
 			}
-			return strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+			limit, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64)
+			return dir, limit, err
 		}
 	}
-	return 0, errors.New("no memory cgroup")
+	return "", 0, errors.New("no memory cgroup (this needs cgroup v1)")
 }
 
 // BusyRunnerPod picks, from pods, one whose runner is running a job (the

@@ -15,14 +15,20 @@
 // What is still simulated, and why:
 //   - GitHub and its Actions service (local/githubsim): there is no local GitHub.
 //     The runner's protocol is the simulator's own (its /_runner/ endpoints), not
-//     actions/runner's private broker protocol, and a job runs no steps: its
-//     worker sleeps for the job's duration.
+//     actions/runner's private broker protocol; a job's worker runs the job's
+//     script, if it has one, and otherwise sleeps for the job's duration.
 //   - A job whose runner died mid-job (its worker killed with its container) is
-//     failed by the loop on the Actions service's behalf once the runner has been
-//     offline for Options.LostAfter (failLostJobs); GitHub does it after minutes.
+//     failed by the loop on the Actions service's behalf once its runner has been
+//     seen offline for Options.LostAfter (failLostJobs); GitHub does it after
+//     minutes, when the worker stops renewing the job's lock.
 //   - Lambda: the webhook and the sweeper run in-process (a nudge is a goroutine,
 //     a killed invocation a cancelled context, a throttled function PauseSweeps).
-//   - The kubelet restart fault: the stack has no way to restart its kubelet.
+//   - The OOM kill is the kernel's, at the container's memory limit, but the
+//     allocation that triggers it is a process of the machine charged to the
+//     container's memory cgroup, not a job step, and the victim is aimed: on this
+//     cgroup v1 machine the OOM killer kills one process of the container, so
+//     OOMKill makes it the container's init (see OOMKill).
+//   - Not injected at all: a kubelet restart (the stack cannot restart its kubelet).
 package loop
 
 import (
@@ -46,6 +52,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -67,9 +74,6 @@ type Options struct {
 	DB    *dynamodb.Client
 	Table string
 	Kube  kubernetes.Interface
-	// ContainerdAddress is the node's containerd socket (OOMKill runs a process in
-	// a container through it).
-	ContainerdAddress string
 	// SweepEvery is the sweeper's schedule (default 2s; in AWS one minute).
 	SweepEvery time.Duration
 	// NoFastPath turns the webhook's nudges off (the schedule alone drives scale-up).
@@ -96,7 +100,8 @@ type Options struct {
 	// killed sweepers leave their leases to expire).
 	Lease time.Duration
 	// WaitBound: a job queued longer than this while its pool has fewer runners
-	// than maxReplicas is a violation (default 30s).
+	// than its jobs need and room for more is a violation (default 30s; see
+	// judgeWaits).
 	WaitBound time.Duration
 	Log       *slog.Logger
 }
@@ -117,7 +122,7 @@ type Chaos struct {
 
 // Faults counts what Chaos and the node faults (faults.go) injected.
 type Faults struct {
-	Dropped, Duplicated, Delayed, KilledSweeps int
+	Dropped, Duplicated, Delayed, KilledSweeps                          int
 	RunnerKills, OOMKills, PodDeletes, Drains, Evictions, SweeperPauses int
 	// ThrottledSweeps counts sweeper invocations dropped while paused.
 	ThrottledSweeps int
@@ -145,7 +150,11 @@ type Loop struct {
 	pools     atomic.Pointer[pool.Config]
 	// pausedUntil (unix nanoseconds): no sweep runs before then (PauseSweeps).
 	pausedUntil atomic.Int64
-	lost        atomic.Int64 // jobs failed by failLostJobs
+	lost        atomic.Int64                      // jobs failed by failLostJobs
+	informers   []informers.SharedInformerFactory // the monitor's watches of runner pods
+	// shortSince: pool → since when it has lacked runners for its waiting jobs
+	// (judgeWaits, in the watchJobs goroutine only).
+	shortSince map[string]time.Time
 }
 
 // Start brings the loop up; Stop ends it.
@@ -172,7 +181,8 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	if opts.Secret == "" {
 		opts.Secret = "loop-webhook-secret"
 	}
-	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: newMonitor()}
+	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: newMonitor(opts.Log),
+		shortSince: map[string]time.Time{}}
 	if err := l.build(ctx); err != nil {
 		cancel()
 		l.closeServers()
@@ -364,6 +374,9 @@ func (l *Loop) Pools() *pool.Config { return l.pools.Load() }
 func (l *Loop) Stop() {
 	l.cancel()
 	l.wg.Wait()
+	for _, f := range l.informers {
+		f.Shutdown()
+	}
 	l.closeServers()
 }
 

@@ -3,6 +3,8 @@ package loop
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -30,10 +33,11 @@ import (
 //     simulator fails the job of a runner that died, see failLostJobs) is a
 //     violation unless a fault hit its runner's pod;
 //   - an ephemeral runner runs at most one job, however often its container restarts;
-//   - no job stays queued longer than the wait bound while its pool has room for
-//     another runner (unless a fault hit the pool);
+//   - no job stays queued longer than the wait bound while its pool has fewer
+//     runners than it has jobs and room for more (unless a fault hit the pool);
 //   - at quiescence nothing is left (Loop.Leftovers).
 type Monitor struct {
+	log        *slog.Logger
 	mu         sync.Mutex
 	violations []string
 	reported   map[string]bool     // violations already recorded, by key
@@ -45,29 +49,37 @@ type Monitor struct {
 	pods          map[types.UID]*podLife
 	online        map[string]time.Time // runner name → when the simulator first listed it online
 	restartsAfter int                  // runner containers restarted after exiting 0
+	stops         map[string]int       // runner container stops seen, by exit code and reason
+	lastStop      map[string]time.Time // runner pod name → when a runner container of it last stopped
 	podTime       time.Duration        // lifetimes of the runner pods gone so far
 }
 
 // podLife is what the monitor saw of one runner pod.
 type podLife struct {
 	name     string
-	pool     string
 	added    time.Time
 	deleting bool
 	gone     bool
 	stopped  map[string]bool // container ids whose termination was judged
 }
 
-func newMonitor() *Monitor {
-	return &Monitor{reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
-		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}}
+func newMonitor(log *slog.Logger) *Monitor {
+	return &Monitor{log: log, reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
+		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}, stops: map[string]int{},
+		lastStop: map[string]time.Time{}}
 }
 
 // Violate records a violation.
 func (m *Monitor) Violate(format string, args ...any) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+	m.record(fmt.Sprintf(format, args...))
+}
+
+// record adds a violation; the caller holds mu.
+func (m *Monitor) record(msg string) {
+	m.log.Error("invariant violation", "violation", msg)
+	m.violations = append(m.violations, msg)
 }
 
 // violateOnce records a violation unless one with the same key was recorded.
@@ -78,7 +90,7 @@ func (m *Monitor) violateOnce(key, format string, args ...any) {
 		return
 	}
 	m.reported[key] = true
-	m.violations = append(m.violations, fmt.Sprintf(format, args...))
+	m.record(fmt.Sprintf(format, args...))
 }
 
 // Violations returns what was recorded.
@@ -91,6 +103,7 @@ func (m *Monitor) Violations() []string {
 // Fault records a fault about to be injected into the pod of runner (the pod's
 // name): what happens to that runner and its job is not judged.
 func (m *Monitor) Fault(runner, what string) {
+	m.log.Info("fault injected", "runner", runner, "fault", what)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.faults[runner] = append(m.faults[runner], what)
@@ -99,6 +112,7 @@ func (m *Monitor) Fault(runner, what string) {
 // PoolFault records a fault that keeps pool's jobs from running (an image that
 // cannot be pulled): its jobs are not held to the wait bound.
 func (m *Monitor) PoolFault(pool, what string) {
+	m.log.Info("fault injected", "pool", pool, "fault", what)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.poolFaults[pool] = what
@@ -121,10 +135,11 @@ func (m *Monitor) judge(runner, key, format string, args ...any) {
 	m.reported[key] = true
 	msg := fmt.Sprintf(format, args...)
 	if f := m.faults[runner]; len(f) > 0 {
+		m.log.Info("excused by an injected fault", "event", msg, "faults", f)
 		m.excused = append(m.excused, fmt.Sprintf("%s (after %v)", msg, f))
 		return
 	}
-	m.violations = append(m.violations, msg)
+	m.record(msg)
 }
 
 // RestartsAfterExit0 counts runner containers the kubelet restarted after they
@@ -133,6 +148,22 @@ func (m *Monitor) RestartsAfterExit0() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.restartsAfter
+}
+
+// ContainerStops counts the runner containers seen stopping, by exit code and
+// the kubelet's reason ("0 Completed", "137 OOMKilled", "137 Error", ...).
+func (m *Monitor) ContainerStops() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.stops)
+}
+
+// stoppedSince reports whether a runner container of pod name stopped after t
+// (give or take the second of precision of the kubelet's times).
+func (m *Monitor) stoppedSince(name string, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lastStop[name].After(t)
 }
 
 // PodTime is the sum of the lifetimes (seen created → seen gone) of the runner
@@ -184,6 +215,7 @@ func (l *Loop) watchPods(ctx context.Context) error {
 			return err
 		}
 		f.Start(ctx.Done())
+		l.informers = append(l.informers, f)
 		synced = append(synced, inf.HasSynced)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
@@ -195,7 +227,7 @@ func (l *Loop) watchPods(ctx context.Context) error {
 func (l *Loop) podAdded(pod *corev1.Pod) {
 	m := l.Monitor
 	m.mu.Lock()
-	m.pods[pod.UID] = &podLife{name: pod.Name, pool: pod.Labels[runnerpod.LabelPool], added: time.Now(), stopped: map[string]bool{}}
+	m.pods[pod.UID] = &podLife{name: pod.Name, added: time.Now(), stopped: map[string]bool{}}
 	m.mu.Unlock()
 	l.podChanged(&corev1.Pod{}, pod)
 }
@@ -205,7 +237,7 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 	m.mu.Lock()
 	life := m.pods[cur.UID]
 	if life == nil {
-		life = &podLife{name: cur.Name, pool: cur.Labels[runnerpod.LabelPool], stopped: map[string]bool{}}
+		life = &podLife{name: cur.Name, stopped: map[string]bool{}}
 		m.pods[cur.UID] = life
 	}
 	deleted := cur.DeletionTimestamp != nil && !life.deleting
@@ -219,6 +251,14 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 		life.stopped[t.ContainerID] = true
 		if old.UID != "" || t == now.State.Terminated { // a stop seen happening, not one before the watch began
 			stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
+			m.stops[fmt.Sprintf("%d %s", t.ExitCode, t.Reason)]++
+			// When it stopped, by the kubelet (to the second, so rounded up).
+			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) {
+				m.lastStop[cur.Name] = at
+			}
+			if t.ExitCode != 0 && t.ExitCode != 143 { // 143: SIGTERM, a pod being deleted
+				go l.logStop(cur, t, t == now.LastTerminationState.Terminated)
+			}
 		}
 	}
 	if now.RestartCount > prev.RestartCount && old.UID != "" {
@@ -233,6 +273,18 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 	for _, how := range stops {
 		l.judgeStop(cur, how)
 	}
+}
+
+// logStop logs the end of the output of a runner container that failed.
+func (l *Loop) logStop(pod *corev1.Pod, t *corev1.ContainerStateTerminated, previous bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	raw, err := l.opts.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+		Container: runnerpod.ContainerName, Previous: previous, TailLines: ptr.To[int64](15)}).DoRaw(ctx)
+	if err != nil {
+		raw = []byte("(no output: " + err.Error() + ")")
+	}
+	l.opts.Log.Info("runner container failed", "pod", pod.Name, "exitCode", t.ExitCode, "reason", t.Reason, "output", string(raw))
 }
 
 func (l *Loop) podGone(pod *corev1.Pod) {
@@ -343,35 +395,67 @@ func routeOf(j githubsim.Job) pool.Job {
 }
 
 // judgeWaits records a violation for every job that has been queued longer than
-// the wait bound while its pool had room for another runner: fewer live runners
-// than maxReplicas, as the product counts them (a runner being stopped holds its
-// slot until it is deleted), except that a runner marked for unregistration
-// longer than the wait bound ago no longer counts — its stop is stuck. Each job
-// is reported once.
+// the wait bound while its pool had room for the runners its jobs need: fewer
+// live runners than its outstanding jobs (queued or in progress, the simulator's
+// truth) and than maxReplicas, for shortfallGrace at least (a sweep that replaces
+// a runner deletes the old one before it creates the new one: a shortfall for
+// that instant is no violation), and not while the sweeper is throttled
+// (PauseSweeps). Live runners are counted as the product counts them: a runner
+// being stopped holds its slot until its StatefulSet is deleted (a stop that
+// never ends shows at quiescence, in Leftovers). Each job is reported once.
 func (l *Loop) judgeWaits(ctx context.Context, jobs []githubsim.Job) {
 	cfg := l.Pools()
+	outstanding := map[string]int{}
+	waiting := map[string][]githubsim.Job{} // pool → its jobs queued beyond the bound
 	for _, j := range jobs {
-		if j.State != githubsim.JobQueued || time.Since(j.QueuedAt) < l.opts.WaitBound {
-			continue
-		}
 		p, _ := cfg.Route(routeOf(j))
-		if p == nil {
+		if p == nil || j.State == githubsim.JobCompleted {
 			continue
 		}
+		outstanding[p.Name]++
+		if j.State == githubsim.JobQueued && time.Since(j.QueuedAt) >= l.opts.WaitBound {
+			waiting[p.Name] = append(waiting[p.Name], j)
+		}
+	}
+	now := time.Now()
+	if now.Before(time.Unix(0, l.pausedUntil.Load()).Add(shortfallGrace)) {
+		clear(l.shortSince) // the sweeper is throttled (PauseSweeps): nothing can be created
+		return
+	}
+	for i := range cfg.Pools {
+		p := &cfg.Pools[i]
 		l.Monitor.mu.Lock()
 		_, excused := l.Monitor.poolFaults[p.Name]
 		l.Monitor.mu.Unlock()
-		if excused {
+		if len(waiting[p.Name]) == 0 || excused {
+			delete(l.shortSince, p.Name)
 			continue
 		}
-		if n, ok := l.liveRunners(ctx, p); ok && n < p.Max() {
-			l.Monitor.violateOnce(fmt.Sprintf("wait %d", j.ID), "job %d queued for %s while pool %s had %d of %d runners", j.ID,
-				time.Since(j.QueuedAt).Round(time.Second), p.Name, n, p.Max())
+		n, ok := l.liveRunners(ctx, p)
+		if !ok || n >= min(p.Max(), outstanding[p.Name]) {
+			delete(l.shortSince, p.Name)
+			continue
+		}
+		since, short := l.shortSince[p.Name]
+		if !short {
+			l.shortSince[p.Name] = now
+			continue
+		}
+		if now.Sub(since) < shortfallGrace {
+			continue
+		}
+		for _, j := range waiting[p.Name] {
+			l.Monitor.violateOnce(fmt.Sprintf("wait %d", j.ID), "job %d queued for %s while pool %s had %d runners for %d outstanding jobs (max %d) for %s",
+				j.ID, now.Sub(j.QueuedAt).Round(time.Second), p.Name, n, outstanding[p.Name], p.Max(), now.Sub(since).Round(time.Second))
 		}
 	}
 }
 
-// liveRunners counts the pool's StatefulSets that hold a slot (see judgeWaits).
+// shortfallGrace: how long a pool must lack runners for its waiting jobs before
+// the wait bound is judged violated (see judgeWaits).
+const shortfallGrace = 3 * time.Second
+
+// liveRunners counts the pool's StatefulSets not being deleted.
 func (l *Loop) liveRunners(ctx context.Context, p *pool.Pool) (int, bool) {
 	list, err := l.opts.Kube.AppsV1().StatefulSets(p.Kubernetes.Namespace).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool + "=" + p.Name})
 	if err != nil {
@@ -379,11 +463,7 @@ func (l *Loop) liveRunners(ctx context.Context, p *pool.Pool) (int, bool) {
 	}
 	n := 0
 	for _, s := range list.Items {
-		if s.DeletionTimestamp != nil {
-			continue
-		}
-		marked, err := time.Parse(time.RFC3339, s.Annotations[runnerpod.AnnotationUnregistrationRequest])
-		if err != nil || time.Since(marked) < l.opts.WaitBound {
+		if s.DeletionTimestamp == nil {
 			n++
 		}
 	}

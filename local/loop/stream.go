@@ -94,8 +94,8 @@ type PoolStats struct {
 	Desired               int
 	Phases                map[string]int
 	// Stuck names the runners that are not running, by why (the last sweep's view).
-	Stuck map[string]string
-	WaitP50, WaitP95      time.Duration
+	Stuck            map[string]string
+	WaitP50, WaitP95 time.Duration
 }
 
 // Stats summarises the jobs (routed to pools as the webhook routes them) and each

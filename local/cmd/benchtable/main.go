@@ -28,6 +28,9 @@ func main() {
 			continue
 		}
 		name := pkg + "." + strings.TrimPrefix(f[0], "Benchmark")
+		if i := strings.LastIndex(name, "-"); i > 0 && strings.Trim(name[i+1:], "0123456789") == "" {
+			name = name[:i] // the -GOMAXPROCS suffix
+		}
 		for i := 2; i+1 < len(f); i += 2 {
 			if f[i+1] == "ns/op" || f[i+1] == "B/op" || f[i+1] == "allocs/op" {
 				continue

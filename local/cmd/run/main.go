@@ -131,8 +131,8 @@ func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, l
 	if err := stack.EnsureNamespaces(ctx, kc, names...); err != nil {
 		return nil, err
 	}
-	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, ContainerdAddress: s.ContainerdAddress,
-		SweepEvery: f.every, Secret: f.secret, WebhookAddr: f.listen, Log: log})
+	return loop.Start(ctx, loop.Options{Pools: cfg, DB: db, Table: tableName, Kube: kc, SweepEvery: f.every,
+		Secret: f.secret, WebhookAddr: f.listen, Log: log})
 }
 
 // view refreshes a table per pool every second until ctx ends (or, with
@@ -193,6 +193,11 @@ func summary(l *loop.Loop) {
 		loop.Percentile(on, 95).Round(time.Millisecond), len(on), l.Monitor.RestartsAfterExit0(), len(l.Monitor.Violations()))
 	for _, v := range l.Monitor.Violations() {
 		fmt.Println("  violation:", v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if left, err := l.Leftovers(ctx); err == nil && len(left) > 0 {
+		fmt.Printf("left on stop (runners the sweeper had not removed yet): %s\n", strings.Join(left, ", "))
 	}
 }
 
