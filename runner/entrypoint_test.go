@@ -58,11 +58,14 @@ case ${STUB_RUN:-exit} in
 exit) exit "${STUB_RC:-0}" ;;
 idle) echo idle >> "$STUB_DIR/events"; while :; do sleep 0.1; done ;;
 job)
-	(exec -a "$RUNNER_WORKER_PATTERN" sleep "$STUB_JOB") &
+	# The worker records job-done itself before it exits: what the entrypoint
+	# sees (no worker process) is then never ahead of the events file.
+	(exec -a "$RUNNER_WORKER_PATTERN" bash -c 'sleep "$1" & trap "kill $!; exit 143" TERM; wait $! && echo job-done >> "$2/events"' worker "$STUB_JOB" "$STUB_DIR") &
 	worker=$!
+	# job-started only once the worker is what the entrypoint looks for (exec done)
+	until tr '\0' ' ' < "/proc/$worker/cmdline" 2>/dev/null | grep -q "$RUNNER_WORKER_PATTERN" || ! kill -0 "$worker" 2>/dev/null; do sleep 0.01; done
 	echo job-started >> "$STUB_DIR/events"
-	while kill -0 "$worker" 2>/dev/null; do sleep 0.1; done
-	echo job-done >> "$STUB_DIR/events"
+	wait "$worker"
 	while :; do sleep 0.1; done ;;
 esac
 `
@@ -431,7 +434,7 @@ func TestSIGTERMWaitsForTheJob(t *testing.T) {
 		t.Fatalf("exit %d", rc)
 	}
 	if ev := r.file("events"); ev != "job-started\njob-done\nterm\n" {
-		t.Fatalf("events %q: the runner must be told to stop only after its job finished", ev)
+		t.Fatalf("events %q: the runner must be told to stop only after its job finished; output:\n%s", ev, r.out)
 	}
 	if !strings.Contains(r.out.String(), "waiting up to 20s") {
 		t.Fatalf("no message about the wait:\n%s", r.out)

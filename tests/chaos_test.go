@@ -30,11 +30,11 @@ import (
 //     sweeper's Kubernetes writes fail,
 //   - GitHub answers a tenth of the API calls with 502, and one every 20 s with a
 //     secondary rate limit,
-//   - and the node misbehaves, one fault every few seconds in turn: a runner
-//     process killed (SIGKILL, the container restarts), an OOM kill of a runner
-//     container (a real one, by the kernel, at the pod's memory limit), a runner
-//     pod deleted by hand, a node drain through the eviction API, and the
-//     sweeper throttled for 15 s, during which ephemeral runners that finish are
+//   - and the node misbehaves, one fault every 6 s in turn (faultCycle): a
+//     runner process killed (SIGKILL, the container restarts), an OOM kill of a
+//     runner container (a real one, by the kernel, at the pod's memory limit), a
+//     runner pod deleted by hand, a node drain through the eviction API, and the
+//     sweeper throttled for 8 s, during which ephemeral runners that finish are
 //     restarted by the kubelet after exiting 0 — each fault aimed at a runner
 //     that runs a job when there is one.
 //
@@ -159,6 +159,10 @@ type nodeFaults struct {
 	failed int
 }
 
+// faultCycle is the order in which nodeFaults injects, one every 6 s: runner
+// faults often, a drain and a sweeper pause once per cycle (54 s).
+var faultCycle = []string{"kill", "oom", "delete", "drain", "pause", "kill", "oom", "delete", "kill"}
+
 func (n *nodeFaults) next(t *testing.T) {
 	ctx := t.Context()
 	pods, busy, err := n.w.loop.RunnerPods(ctx)
@@ -167,28 +171,28 @@ func (n *nodeFaults) next(t *testing.T) {
 		return
 	}
 	pod, ok := loop.BusyRunnerPod(pods, busy, mrand.IntN)
-	kind := n.i % 5
-	if !ok && kind < 3 {
+	kind := faultCycle[n.i%len(faultCycle)]
+	if !ok && kind != "drain" && kind != "pause" {
 		return // no target yet: try again at the next turn
 	}
 	n.i++
 	switch kind {
-	case 0:
+	case "kill":
 		err = n.w.loop.KillRunnerProcess(&pod)
-	case 1:
+	case "oom":
 		err = n.w.loop.OOMKill(ctx, &pod)
-	case 2:
+	case "delete":
 		err = n.w.loop.DeletePod(ctx, &pod)
-	case 3:
+	case "drain":
 		var evicted []string
 		evicted, err = n.w.loop.Drain(ctx, nodeOf(pods), 3*time.Second)
 		t.Logf("node drained: %d runner pods evicted", len(evicted))
-	case 4:
-		n.w.loop.PauseSweeps(15 * time.Second)
+	case "pause":
+		n.w.loop.PauseSweeps(8 * time.Second)
 	}
 	if err != nil {
 		n.failed++
-		t.Logf("node fault %d on %s (job %d): %v", kind, pod.Name, busy[pod.Name], err)
+		t.Logf("node fault %s on %s (job %d): %v", kind, pod.Name, busy[pod.Name], err)
 	}
 }
 
