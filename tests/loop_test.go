@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -32,7 +33,8 @@ type world struct {
 	ns    string
 	cfg   *pool.Config
 	image string
-	left  []string // what the last quiescence check found
+	left  []string   // what the last quiescence check found
+	logs  *logBuffer // the loop's log, when the test did not bring its own logger
 }
 
 var (
@@ -77,8 +79,9 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 		t.Fatal(err)
 	}
 	opts.Pools, opts.DB, opts.Table, opts.Kube = cfg, db, tableName, kube
+	var logs *logBuffer
 	if opts.Log == nil {
-		opts.Log = debugLog(t)
+		opts.Log, logs = debugLog(t)
 	}
 	l, err := loop.Start(t.Context(), opts)
 	if err != nil {
@@ -88,7 +91,7 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 	// left (by a failed test) go, then testenv deletes the namespace.
 	t.Cleanup(func() { releasePods(kube, ns) })
 	t.Cleanup(l.Stop)
-	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img}
+	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs}
 }
 
 // releasePods removes the finalizers of the pods in ns, so that deleting the
@@ -143,8 +146,8 @@ func (w *world) waitFor(what string, limit time.Duration, cond func() bool) {
 		return cond(), nil
 	})
 	if err != nil {
-		w.t.Fatalf("%s: not within %s (statefulsets %d, jobs %v, left %v, violations %v)", what, limit, w.statefulSets(),
-			summary(w.loop.Sim.Jobs()), w.left, w.loop.Monitor.Violations())
+		w.t.Fatalf("%s: not within %s (statefulsets %d, jobs %v, left %v, violations %v)\n%s", what, limit, w.statefulSets(),
+			summary(w.loop.Sim.Jobs()), w.left, w.loop.Monitor.Violations(), w.diagnose())
 	}
 }
 
@@ -422,17 +425,48 @@ pools:
 	w.noViolations()
 }
 
-// debugLog writes the loop's logs to $RUNNERSCALER_LOOP_LOG/<test name>-<time>.log
-// when that directory is set.
-func debugLog(t testing.TB) *slog.Logger {
-	dir := os.Getenv("RUNNERSCALER_LOOP_LOG")
-	if dir == "" {
-		return nil
+// debugLog keeps the loop's logs for the failure report (world.diagnose) and
+// also writes them to $RUNNERSCALER_LOOP_LOG/<test name>-<time>.log when that
+// directory is set.
+func debugLog(t testing.TB) (*slog.Logger, *logBuffer) {
+	buf := &logBuffer{}
+	var out io.Writer = buf
+	if dir := os.Getenv("RUNNERSCALER_LOOP_LOG"); dir != "" {
+		f, err := os.Create(fmt.Sprintf("%s/%s-%s.log", dir, strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Format("150405")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		out = io.MultiWriter(buf, f)
 	}
-	f, err := os.Create(fmt.Sprintf("%s/%s-%s.log", dir, strings.ReplaceAll(t.Name(), "/", "_"), time.Now().Format("150405")))
-	if err != nil {
-		t.Fatal(err)
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})), buf
+}
+
+// logBuffer holds log lines, safe for concurrent writers.
+type logBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// matching returns the last n lines that contain any of words.
+func (b *logBuffer) matching(words []string, n int) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range b.lines {
+		for _, w := range words {
+			if strings.Contains(l, w) {
+				out = append(out, l)
+				break
+			}
+		}
 	}
-	t.Cleanup(func() { f.Close() })
-	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return out[max(0, len(out)-n):]
 }

@@ -33,15 +33,53 @@ func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) err
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting statefulset %s: %w", rn.name(), err)
 	}
+	// A StatefulSet that was already going (deleted by hand, perhaps with
+	// --cascade=orphan) may not take its pod with it: the pod is deleted here.
+	orphaning := apierrors.IsNotFound(err) || rn.sts.DeletionTimestamp != nil
 	if rn.pod != nil {
 		if err := r.removeFinalizer(ctx, rn.pod); err != nil {
 			return err // the pod is an orphan now: finishOrphans retries
+		}
+		if orphaning && rn.pod.DeletionTimestamp == nil {
+			uid := rn.pod.UID
+			err := r.kube.CoreV1().Pods(rn.pod.Namespace).Delete(ctx, rn.pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting pod %s of a statefulset already gone: %w", rn.pod.Name, err)
+			}
 		}
 	}
 	rn.phase = Terminating
 	s.deleted++
 	s.log.Info("runner deleted", "runner", rn.name())
 	return nil
+}
+
+// deleteUnboundPod makes "this runner never ran" true for good: it deletes the
+// runner's pod only if it is still exactly as observed, unbound (a
+// resourceVersion precondition), so a pod bound since — which a kubelet may be
+// starting — is never concluded unstarted. A pod being deleted cannot be bound
+// any more (the API server refuses the binding), and our finalizer keeps it until
+// deleteRunner. A runner without a pod has nothing to delete here: a pod the
+// StatefulSet controller creates after the sweep looked is deleted with the
+// StatefulSet and, orphaned, stopped by finishOrphans through the stop machine.
+// errPodChanged: the pod changed since the sweep looked.
+var errPodChanged = errors.New("the pod changed since the sweep looked")
+
+func (r *Reconciler) deleteUnboundPod(ctx context.Context, rn *runner) error {
+	if rn.pod == nil || rn.pod.DeletionTimestamp != nil {
+		return nil
+	}
+	rv := rn.pod.ResourceVersion
+	err := r.kube.CoreV1().Pods(rn.pod.Namespace).Delete(ctx, rn.pod.Name, metav1.DeleteOptions{
+		Preconditions: &metav1.Preconditions{UID: &rn.pod.UID, ResourceVersion: &rv}})
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return errPodChanged
+	default:
+		return fmt.Errorf("deleting unbound pod %s: %w", rn.pod.Name, err)
+	}
 }
 
 // removeFinalizer removes our finalizer, and only it, from pod: a JSON patch that

@@ -480,3 +480,44 @@ func body(req *http.Request) string {
 	b, _ := io.ReadAll(rc)
 	return string(b)
 }
+
+// TestStatefulSetDeletedMidSweepLeavesNothing: someone deletes a runner's
+// StatefulSet with --cascade=orphan while a sweep is stopping the runner (after
+// its list, before its writes). The sweep carries on — GitHub releases the
+// runner — and the pod, which nothing else would delete, goes too.
+func TestStatefulSetDeletedMidSweepLeavesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.mustSweep(1, time.Time{})
+	var deleted atomic.Bool
+	e.useClient(func(req *http.Request) {
+		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/statefulsets/"+name) && !deleted.Swap(true) {
+			e.deleteStatefulSetWith(name, metav1.DeletePropagationOrphan)
+			e.waitStatefulSetGone(name)
+		}
+	})
+	e.mustSweep(0, time.Time{})
+	if !deleted.Load() {
+		t.Fatal("the sweep never marked the runner: the test proves nothing")
+	}
+	if _, ok := e.sim.Runner(r.ID); ok {
+		t.Fatal("the runner is still registered")
+	}
+	e.waitNoPods(10 * time.Second)
+}
+
+// waitStatefulSetGone waits until the StatefulSet is gone from the API server
+// (an orphaning deletion waits for the garbage collector).
+func (e *env) waitStatefulSetGone(name string) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(e.t.Context(), 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.kube.AppsV1().StatefulSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		e.t.Fatalf("statefulset %s not gone: %v", name, err)
+	}
+}

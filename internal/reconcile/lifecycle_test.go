@@ -2,9 +2,11 @@ package reconcile_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,5 +306,75 @@ func (e *env) waitEvent(name, reason string) {
 	})
 	if err != nil {
 		e.t.Fatalf("no %s event for %s: %v", reason, name, err)
+	}
+}
+
+// TestPodBoundWhileStoppingIsNotConcludedUnstarted: a token-mode runner whose pod
+// was unbound when the sweep listed it is "never ran" only if it is still unbound
+// when the sweeper acts. Here the scheduler binds it in between — before the stop
+// is recorded, or just before the sweeper deletes — and its runner then registers
+// and takes a job: it is not deleted under the job, and its registration is
+// released before it goes.
+func TestPodBoundWhileStoppingIsNotConcludedUnstarted(t *testing.T) {
+	cases := map[string]func(*http.Request, string) bool{
+		"bound before the stop is recorded": func(req *http.Request, pod string) bool {
+			return req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/pods/"+pod)
+		},
+		"bound before the sweeper deletes": func(req *http.Request, _ string) bool {
+			return req.Method == http.MethodDelete
+		},
+	}
+	for name, when := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			e.mustSweep(1, time.Time{})
+			runner := e.statefulSets()[0]
+			pod := runner + "-0"
+			e.pods()
+			var bound atomic.Bool
+			e.useClient(func(req *http.Request) {
+				if when(req, pod) && !bound.Swap(true) {
+					e.bind(pod, "ghost-node") // the scheduler, between the sweep's list and its write
+				}
+			})
+			e.mustSweep(0, time.Time{})
+			if !bound.Load() {
+				t.Fatal("the sweep made no write the race needs: the test proves nothing")
+			}
+			if !slices.Contains(e.statefulSets(), runner) {
+				t.Fatal("a runner whose pod was bound before the sweeper acted was deleted as never started")
+			}
+			e.run(runner)
+			reg := e.register(runner)
+			if err := e.sim.SetBusy(reg.ID, true); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Step(time.Minute)
+			e.mustSweep(0, time.Time{})
+			if !slices.Contains(e.statefulSets(), runner) {
+				t.Fatal("a runner running a job was deleted")
+			}
+			if err := e.sim.SetBusy(reg.ID, false); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Step(10 * time.Minute)
+			e.mustSweep(0, time.Time{})
+			if got := e.statefulSets(); len(got) != 0 {
+				t.Fatalf("statefulsets %v: the idle runner should be gone", got)
+			}
+			if _, ok := e.sim.Runner(reg.ID); ok {
+				t.Fatal("the runner was deleted without being unregistered: its registration leaks")
+			}
+		})
+	}
+}
+
+// bind plays the scheduler: pod is bound to node.
+func (e *env) bind(pod, node string) {
+	e.t.Helper()
+	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+	if err := e.kube.CoreV1().Pods(e.ns).Bind(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		e.t.Errorf("binding %s: %v", pod, err)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -170,7 +171,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 // unregistration-request-timestamp.
 func (r *Reconciler) mark(ctx context.Context, s *sweep, rn *runner) error {
 	if !rn.marked() {
-		if err := r.annotate(ctx, "statefulset", rn.sts.Namespace, rn.name(), runnerpod.AnnotationUnregistrationRequest, stamp(s.now)); err != nil {
+		// A StatefulSet gone since the list (deleted by hand) leaves its runner to
+		// stop all the same: the mark goes on the pod.
+		err := r.annotateStatefulSet(ctx, rn.sts.Namespace, rn.name(), runnerpod.AnnotationUnregistrationRequest, stamp(s.now))
+		if err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
 		if rn.sts.Annotations == nil {
@@ -192,27 +196,24 @@ func (r *Reconciler) ensurePodMarked(ctx context.Context, rn *runner) error {
 	return r.annotatePod(ctx, rn, runnerpod.AnnotationUnregistrationRequest, rn.sts.Annotations[runnerpod.AnnotationUnregistrationRequest])
 }
 
+// annotatePod sets an annotation on the runner's pod and takes the pod the API
+// server returns as the runner's view of it: what the sweep decides next is
+// decided on the pod as it is now (bound, started), not as first listed.
 func (r *Reconciler) annotatePod(ctx context.Context, rn *runner, key, value string) error {
-	if err := r.annotate(ctx, "pod", rn.pod.Namespace, rn.pod.Name, key, value); err != nil {
-		return err
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	pod, err := r.kube.CoreV1().Pods(rn.pod.Namespace).Patch(ctx, rn.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotating pod %s with %s: %w", rn.pod.Name, key, err)
 	}
-	if rn.pod.Annotations == nil {
-		rn.pod.Annotations = map[string]string{}
-	}
-	rn.pod.Annotations[key] = value
+	rn.pod = pod
 	return nil
 }
 
-func (r *Reconciler) annotate(ctx context.Context, kind, ns, name, key, value string) error {
+func (r *Reconciler) annotateStatefulSet(ctx context.Context, ns, name, key, value string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	var err error
-	if kind == "pod" {
-		_, err = r.kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	} else {
-		_, err = r.kube.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	}
+	_, err := r.kube.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
-		return fmt.Errorf("annotating %s %s with %s: %w", kind, name, key, err)
+		return fmt.Errorf("annotating statefulset %s with %s: %w", name, key, err)
 	}
 	return nil
 }

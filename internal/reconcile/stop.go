@@ -111,6 +111,12 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 		return stepUnregister, nil
 	}
 	if !everRan(s.rn.pod) {
+		if err := s.r.deleteUnboundPod(ctx, s.rn); errors.Is(err, errPodChanged) {
+			s.log.Info("runner pod changed since the sweep looked (bound?): deciding next sweep")
+			return 0, errWait
+		} else if err != nil {
+			return 0, err
+		}
 		s.log.Info("runner never ran: nothing to unregister")
 		return stepComplete, nil
 	}

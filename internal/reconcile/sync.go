@@ -109,7 +109,7 @@ func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) err
 	if _, err := r.kube.CoreV1().Secrets(rn.sts.Namespace).Patch(ctx, rn.name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("updating the token of runner %s: %w", rn.name(), err)
 	}
-	if err := r.annotate(ctx, "statefulset", rn.sts.Namespace, rn.name(), runnerpod.AnnotationTokenExpiresAt, stamp(tok.ExpiresAt)); err != nil {
+	if err := r.annotateStatefulSet(ctx, rn.sts.Namespace, rn.name(), runnerpod.AnnotationTokenExpiresAt, stamp(tok.ExpiresAt)); err != nil {
 		return err
 	}
 	rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt] = stamp(tok.ExpiresAt)
