@@ -521,3 +521,28 @@ func (e *env) waitStatefulSetGone(name string) {
 		e.t.Fatalf("statefulset %s not gone: %v", name, err)
 	}
 }
+
+// useFailingClient gives the reconciler its own client on which a request fails
+// when hook returns an error.
+func (e *env) useFailingClient(hook func(*http.Request) error) {
+	e.t.Helper()
+	cfg := testenv.RESTConfig(e.t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return failTransport{rt: rt, hook: hook} })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.rec = e.newReconciler(kube, e.gh)
+}
+
+type failTransport struct {
+	rt   http.RoundTripper
+	hook func(*http.Request) error
+}
+
+func (f failTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := f.hook(req); err != nil {
+		return nil, err
+	}
+	return f.rt.RoundTrip(req)
+}

@@ -2,6 +2,7 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -376,5 +377,42 @@ func (e *env) bind(pod, node string) {
 	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
 	if err := e.kube.CoreV1().Pods(e.ns).Bind(context.Background(), b, metav1.CreateOptions{}); err != nil {
 		e.t.Errorf("binding %s: %v", pod, err)
+	}
+}
+
+// TestStopKilledAfterRemoveRunnerResumes: a token-mode runner GitHub lists
+// offline (its container restarting) was never annotated with its id, so the
+// stop finds the id by name; GitHub releases it, and the sweep dies before
+// recording completion. The next sweep, no longer finding the runner by name,
+// still knows its id (404: released) and deletes it instead of waiting out the
+// registration timeout.
+func TestStopKilledAfterRemoveRunnerResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.mustSweep(1, time.Time{})
+	runner := e.statefulSets()[0]
+	e.run(runner)
+	reg := e.register(runner)
+	if err := e.sim.SetOnline(reg.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	e.useFailingClient(func(req *http.Request) error {
+		if req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/pods/"+runner+"-0") &&
+			strings.Contains(body(req), runnerpod.AnnotationUnregistrationComplete) {
+			return errors.New("injected: the sweep dies before recording completion")
+		}
+		return nil
+	})
+	if err := e.sweep(0, time.Time{}); err == nil {
+		t.Fatal("the injected failure did not fail the sweep: the test proves nothing")
+	}
+	if _, ok := e.sim.Runner(reg.ID); ok {
+		t.Fatal("the first sweep should have released the runner")
+	}
+	e.useClient(func(*http.Request) {})
+	e.clock.Step(time.Minute)
+	e.mustSweep(0, time.Time{})
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v: the released runner waits for the registration timeout", got)
 	}
 }

@@ -126,6 +126,15 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 		return 0, errWait
 	}
 	if found {
+		// The id is recorded before RemoveRunner: once GitHub released the
+		// runner it is no longer listed by name, and a sweep killed before
+		// "complete" must still know which id to ask about (404: done) rather
+		// than wait out the registration timeout.
+		if s.rn.pod != nil {
+			if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
+				return 0, err
+			}
+		}
 		s.id = gr.ID
 		return stepUnregister, nil
 	}
