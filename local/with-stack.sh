@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command against a fresh local stack and always stops the stack afterwards.
-# The command sees RUNNERSCALER_TEST_DYNAMODB / RUNNERSCALER_TEST_KUBECONFIG (what
-# internal/testenv reads) besides the stack's own env (DYNAMODB_ENDPOINT, ...).
+# The command sees RUNNERSCALER_TEST_DYNAMODB / RUNNERSCALER_TEST_KUBECONFIG /
+# RUNNERSCALER_TEST_STACK_DIR (what internal/testenv reads) besides the stack's own
+# env (DYNAMODB_ENDPOINT, ...).
 #
 # usage: local/with-stack.sh CMD [ARGS...]
 set -euo pipefail
@@ -19,5 +20,5 @@ trap 'exit 130' INT TERM
 stack up >/dev/null
 # shellcheck disable=SC1091
 source "$dir/env"
-export RUNNERSCALER_TEST_DYNAMODB=$DYNAMODB_ENDPOINT RUNNERSCALER_TEST_KUBECONFIG=$KUBECONFIG
+export RUNNERSCALER_TEST_DYNAMODB=$DYNAMODB_ENDPOINT RUNNERSCALER_TEST_KUBECONFIG=$KUBECONFIG RUNNERSCALER_TEST_STACK_DIR=$dir
 "$@"

@@ -4,10 +4,11 @@
 //
 // `make test` starts one stack and passes it to every test binary through
 // RUNNERSCALER_TEST_DYNAMODB and RUNNERSCALER_TEST_KUBECONFIG (never KUBECONFIG, so
-// tests cannot touch a developer's real cluster). Without those variables, the first
-// test that asks starts a private stack for its test binary, which Main stops; it
-// has a node unless RUNNERSCALER_NODE=0 (the node needs root). A test that cannot
-// get its servers fails; it is never skipped.
+// tests cannot touch a developer's real cluster), and RUNNERSCALER_TEST_STACK_DIR,
+// the stack's directory, for tests that act on the stack itself (StackDir).
+// Without the first two, the first test that asks starts a private stack for its
+// test binary, which Main stops; it has a node unless RUNNERSCALER_NODE=0 (the
+// node needs root). A test that cannot get its servers fails; it is never skipped.
 package testenv
 
 import (
@@ -40,6 +41,7 @@ import (
 const (
 	EnvDynamoDB   = "RUNNERSCALER_TEST_DYNAMODB"
 	EnvKubeconfig = "RUNNERSCALER_TEST_KUBECONFIG"
+	EnvStackDir   = "RUNNERSCALER_TEST_STACK_DIR"
 )
 
 var (
@@ -51,6 +53,7 @@ var (
 type servers struct {
 	dynamoEndpoint string
 	kubeconfig     string
+	stackDir       string // empty when the stack was handed over without it
 	err            error
 }
 
@@ -60,8 +63,9 @@ func Main(m *testing.M) {
 	code := m.Run()
 	if private != nil {
 		dir := filepath.Dir(private.Kubeconfig)
-		if err := private.Stop(); err != nil {
-			// Its directory stays: never remove through a mount Stop left.
+		// Down reads the state file, which names a restarted kubelet's new pid.
+		if err := stack.Down(dir); err != nil {
+			// Its directory stays: never remove through a mount Down left.
 			fmt.Fprintf(os.Stderr, "testenv: stopping the stack in %s: %v\n", dir, err)
 		} else {
 			_ = os.RemoveAll(dir)
@@ -75,6 +79,7 @@ func get(t testing.TB) servers {
 	once.Do(func() {
 		shared.dynamoEndpoint = os.Getenv(EnvDynamoDB)
 		shared.kubeconfig = os.Getenv(EnvKubeconfig)
+		shared.stackDir = os.Getenv(EnvStackDir)
 		if shared.dynamoEndpoint != "" && shared.kubeconfig != "" {
 			return
 		}
@@ -103,7 +108,7 @@ func startPrivate() error {
 		return err
 	}
 	private = s
-	shared.dynamoEndpoint, shared.kubeconfig = s.DynamoEndpoint, s.Kubeconfig
+	shared.dynamoEndpoint, shared.kubeconfig, shared.stackDir = s.DynamoEndpoint, s.Kubeconfig, filepath.Dir(s.Kubeconfig)
 	return nil
 }
 
@@ -191,6 +196,27 @@ func Namespace(t testing.TB) (kubernetes.Interface, string) {
 		_ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
 	})
 	return cs, ns
+}
+
+// StackDir is the directory of the stack the tests use, for tests that act on the
+// stack itself (stack.RestartKubelet). The test fails when the stack was handed
+// over without it (RUNNERSCALER_TEST_STACK_DIR unset), or when the stack there is
+// not the one whose API server the tests use.
+func StackDir(t testing.TB) string {
+	t.Helper()
+	srv := get(t)
+	if srv.stackDir == "" {
+		t.Fatalf("testenv: %s is unset, so the stack's directory is unknown: local/with-stack.sh (make test) sets it with %s",
+			EnvStackDir, EnvKubeconfig)
+	}
+	s, err := stack.Load(srv.stackDir)
+	if err != nil {
+		t.Fatalf("testenv: %s=%s: %v", EnvStackDir, srv.stackDir, err)
+	}
+	if s.Kubeconfig != srv.kubeconfig {
+		t.Fatalf("testenv: the stack in %s=%s has kubeconfig %s, not %s=%s", EnvStackDir, srv.stackDir, s.Kubeconfig, EnvKubeconfig, srv.kubeconfig)
+	}
+	return srv.stackDir
 }
 
 // ContainerdAddress is the unix socket of the stack node's containerd, found in the

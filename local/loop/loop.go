@@ -28,7 +28,6 @@
 //     container's memory cgroup, not a job step, and the victim is aimed: on this
 //     cgroup v1 machine the OOM killer kills one process of the container, so
 //     OOMKill makes it the container's init (see OOMKill).
-//   - Not injected at all: a kubelet restart (the stack cannot restart its kubelet).
 package loop
 
 import (
@@ -126,6 +125,8 @@ type Faults struct {
 	RunnerKills, OOMKills, PodDeletes, Drains, Evictions, SweeperPauses int
 	// ThrottledSweeps counts sweeper invocations dropped while paused.
 	ThrottledSweeps int
+	// KubeletRestarts counts restarts of the node's kubelet (RestartKubelet).
+	KubeletRestarts int
 }
 
 // Loop is a running closed loop.

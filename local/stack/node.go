@@ -119,7 +119,7 @@ func (s *Stack) startNode(ctx context.Context, opts Options, bins string, p *pki
 		return err
 	}
 	if err := poll(ctx, 2*time.Minute, func() error {
-		if err := s.nodeReady(ctx); err != nil {
+		if err := s.nodeReady(ctx, time.Time{}); err != nil {
 			return s.exited("kubelet", err)
 		}
 		return nil
@@ -313,8 +313,10 @@ serializeImagePulls: false
 }
 
 // nodeReady reports whether the node is Ready, schedulable and free of taints
-// that keep pods off it (the not-ready taint it registers with included).
-func (s *Stack) nodeReady(ctx context.Context) error {
+// that keep pods off it (the not-ready taint it registers with included), and, if
+// since is not zero, whether its kubelet reported it Ready at or after since (a
+// heartbeat has a precision of one second: since must be a whole second).
+func (s *Stack) nodeReady(ctx context.Context, since time.Time) error {
 	cs, err := s.Kube()
 	if err != nil {
 		return err
@@ -325,11 +327,12 @@ func (s *Stack) nodeReady(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("node %s: %w", NodeName, err)
 	}
-	ready := slices.ContainsFunc(nd.Status.Conditions, func(c corev1.NodeCondition) bool {
-		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
-	})
-	if !ready {
+	i := slices.IndexFunc(nd.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
+	if i < 0 || nd.Status.Conditions[i].Status != corev1.ConditionTrue {
 		return fmt.Errorf("node %s is not Ready: %+v", NodeName, nd.Status.Conditions)
+	}
+	if beat := nd.Status.Conditions[i].LastHeartbeatTime; beat.Time.Before(since) {
+		return fmt.Errorf("node %s: last reported Ready at %s, before %s", NodeName, beat.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
 	}
 	if nd.Spec.Unschedulable {
 		return fmt.Errorf("node %s is cordoned", NodeName)

@@ -10,7 +10,8 @@
 // file and a state file naming their process ids; Down stops them in the reverse
 // order: kubelet, the node's containers, containerd, scheduler, controller-manager,
 // apiserver, etcd, dynalite, and unmounts what the node mounted. Up is idempotent:
-// when the state file names a healthy stack, it is reused.
+// when the state file names a healthy stack, it is reused. RestartKubelet restarts
+// the node's kubelet under its running containers (a fault for the chaos suite).
 package stack
 
 import (
@@ -85,12 +86,30 @@ type Stack struct {
 type Proc struct {
 	Name string `json:"name"`
 	PID  int    `json:"pid"`
+	// Cmd is its command line, the binary's path absolute, so that it can be
+	// started again as it was (RestartKubelet). The environment the stack added to
+	// the caller's, if any, is not recorded.
+	Cmd []string `json:"cmd,omitempty"`
+}
+
+// Proc returns the stack's process named name (kubelet, containerd, etcd, ...).
+func (s *Stack) Proc(name string) (Proc, bool) {
+	i := slices.IndexFunc(s.Procs, func(p Proc) bool { return p.Name == name })
+	if i < 0 {
+		return Proc{}, false
+	}
+	return s.Procs[i], true
 }
 
 const stateFile = "state.json"
 
 // Up starts the stack in opts.Dir, or returns the one already running there.
 func Up(ctx context.Context, opts Options) (*Stack, error) {
+	dir, err := filepath.Abs(opts.Dir) // the processes' command lines must work from anywhere (RestartKubelet)
+	if err != nil {
+		return nil, fmt.Errorf("stack dir: %w", err)
+	}
+	opts.Dir = dir
 	if err := os.MkdirAll(filepath.Join(opts.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("creating stack dir: %w", err)
 	}
@@ -300,34 +319,52 @@ func (s *Stack) healthy(ctx context.Context) error {
 		return err
 	}
 	if s.NodeName != "" {
-		return s.nodeReady(ctx)
+		return s.nodeReady(ctx, time.Time{})
 	}
 	return nil
 }
 
-// spawn starts a server with the caller's environment plus env.
+// spawn starts a server with the caller's environment plus env, its log truncated.
 func (s *Stack) spawn(opts Options, env []string, name, bin string, args ...string) error {
-	logf, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	cmd, err := s.launch(name, exec.Command(bin, args...), env, os.O_TRUNC, opts.Detach)
 	if err != nil {
-		return fmt.Errorf("opening %s log: %w", name, err)
+		return err
+	}
+	progress(opts, "stack: started %s (pid %d, log %s)", name, cmd.Process.Pid, s.logPath(name))
+	s.cmds = append(s.cmds, cmd)
+	s.Procs = append(s.Procs, Proc{Name: name, PID: cmd.Process.Pid, Cmd: cmd.Args})
+	return nil
+}
+
+// launch starts cmd in a process group of its own, writing to name's log (opened
+// with logMode: os.O_TRUNC or os.O_APPEND); unless detach, it is killed when the
+// calling thread exits. cmd.Args[0] is made the binary's absolute path.
+func (s *Stack) launch(name string, cmd *exec.Cmd, env []string, logMode int, detach bool) (*exec.Cmd, error) {
+	if cmd.Err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, cmd.Err)
+	}
+	bin, err := filepath.Abs(cmd.Path)
+	if err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	cmd.Path, cmd.Args[0] = bin, bin
+	logf, err := os.OpenFile(s.logPath(name), os.O_CREATE|os.O_WRONLY|logMode, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s log: %w", name, err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if !opts.Detach {
+	if !detach {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
+		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
-	progress(opts, "stack: started %s (pid %d, log %s)", name, cmd.Process.Pid, s.logPath(name))
-	s.cmds = append(s.cmds, cmd)
-	s.Procs = append(s.Procs, Proc{Name: name, PID: cmd.Process.Pid})
-	return nil
+	return cmd, nil
 }
 
 // exited turns a readiness failure into a fatal one when the process has died.
@@ -342,12 +379,18 @@ func (s *Stack) exited(name string, cause error) error {
 
 func (s *Stack) logPath(name string) string { return filepath.Join(s.dir, "logs", name+".log") }
 
+// save writes the state file (by a rename, since tests read it while a fault
+// rewrites it) and the env file.
 func (s *Stack) save() error {
 	raw, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encoding stack state: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, stateFile), raw, 0o644); err != nil {
+	tmp := filepath.Join(s.dir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return fmt.Errorf("writing stack state: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, stateFile)); err != nil {
 		return fmt.Errorf("writing stack state: %w", err)
 	}
 	return os.WriteFile(filepath.Join(s.dir, "env"), []byte(s.EnvFile()), 0o644)

@@ -5,6 +5,7 @@
 //	go run ./local/cmd/stack up    # start (or reuse) the stack, print its env file
 //	go run ./local/cmd/stack env   # print the env file of the running stack
 //	go run ./local/cmd/stack down  # stop every process of the stack
+//	go run ./local/cmd/stack restart-kubelet  # restart the node's kubelet; its containers keep running
 //
 // The stack lives in $RUNNERSCALER_STACK_DIR (default .stack in the repository).
 // The node needs root; RUNNERSCALER_NODE=0 starts the stack without it.
@@ -17,9 +18,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/runnerscaler/runnerscaler/local/stack"
 )
+
+const usage = "stack up|env|down|restart-kubelet"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -30,7 +34,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) != 1 {
-		return fmt.Errorf("usage: stack up|env|down")
+		return fmt.Errorf("usage: %s", usage)
 	}
 	root, err := os.Getwd()
 	if err != nil {
@@ -65,8 +69,20 @@ func run(args []string) error {
 		fmt.Print(s.EnvFile())
 	case "down":
 		return stack.Down(dir)
+	case "restart-kubelet":
+		s, err := stack.Load(dir)
+		if err != nil {
+			return fmt.Errorf("no stack in %s (run `stack up`): %w", dir, err)
+		}
+		start := time.Now()
+		if err := s.RestartKubelet(ctx); err != nil {
+			return err
+		}
+		kubelet, _ := s.Proc("kubelet")
+		fmt.Fprintf(os.Stderr, "stack: kubelet restarted (pid %d), node %s Ready again after %.1fs\n",
+			kubelet.PID, s.NodeName, time.Since(start).Seconds())
 	default:
-		return fmt.Errorf("unknown command %q: usage: stack up|env|down", args[0])
+		return fmt.Errorf("unknown command %q: usage: %s", args[0], usage)
 	}
 	return nil
 }
