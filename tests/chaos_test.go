@@ -35,8 +35,9 @@ import (
 //     runner container (a real one, by the kernel, at the pod's memory limit), a
 //     runner pod deleted by hand, a node drain through the eviction API, and the
 //     sweeper throttled for 8 s, during which ephemeral runners that finish are
-//     restarted by the kubelet after exiting 0 — each fault aimed at a runner
-//     that runs a job when there is one.
+//     restarted by the kubelet after exiting 0, and the kubelet itself restarted
+//     (runner containers keep running: no violation is excused by it) — each
+//     runner fault aimed at a runner that runs a job when there is one.
 //
 // It passes only if every job completes, the monitor (local/loop) records no
 // violation — no runner pod deleted or runner container stopped under a running
@@ -45,8 +46,6 @@ import (
 // runners than jobs and room for more — and nothing is left at the end. `make
 // test` runs 60 jobs (about 2 minutes here); `make chaos` runs
 // RUNNERSCALER_CHAOS_JOBS (300 take about 7 minutes).
-//
-// Not injected: a kubelet restart (the local stack cannot restart its kubelet).
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	jobs := 60
@@ -102,19 +101,19 @@ func TestChaos(t *testing.T) {
 	t.Logf("%d jobs run in %s (%v); delivery and API faults: %d deliveries lost, %d duplicated, %d delayed, "+
 		"%d sweeper invocations killed, %d Kubernetes writes failed, %d GitHub 502s, %d secondary rate limits; "+
 		"node faults: %d runner processes killed, %d OOM kills, %d pods deleted by hand, %d drains evicting %d pods, "+
-		"%d sweeper pauses (%d invocations throttled), %d failed injections; %d runner containers restarted after exit 0, "+
+		"%d sweeper pauses (%d invocations throttled), %d kubelet restarts, %d failed injections; %d runner containers restarted after exit 0, "+
 		"%d jobs failed after their runner died, %d violations excused by those faults; runner container stops by exit code and reason %v; "+
 		"wait p50 %s p95 %s; pod created → runner online p50 %s p95 %s",
 		jobs, time.Since(start).Round(time.Second), summary(w.loop.Sim.Jobs()), f.Dropped, f.Duplicated, f.Delayed, f.KilledSweeps,
 		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions,
-		f.SweeperPauses, f.ThrottledSweeps, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
+		f.SweeperPauses, f.ThrottledSweeps, f.KubeletRestarts, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
 	w.noViolations()
 	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
 		t.Fatalf("faults %+v: the run injected no loss or duplication, so it proves nothing", f)
 	}
-	if f.RunnerKills == 0 || f.OOMKills == 0 || f.PodDeletes == 0 || f.Evictions == 0 || f.SweeperPauses == 0 {
+	if f.RunnerKills == 0 || f.OOMKills == 0 || f.PodDeletes == 0 || f.Evictions == 0 || f.SweeperPauses == 0 || f.KubeletRestarts == 0 {
 		t.Fatalf("node faults %+v: some were never injected, so the run proves nothing about them", f)
 	}
 	if w.loop.Monitor.RestartsAfterExit0() == 0 {
@@ -160,8 +159,9 @@ type nodeFaults struct {
 }
 
 // faultCycle is the order in which nodeFaults injects, one every 6 s: runner
-// faults often, a drain and a sweeper pause once per cycle (54 s).
-var faultCycle = []string{"kill", "oom", "delete", "drain", "pause", "kill", "oom", "delete", "kill"}
+// faults often, a drain, a sweeper pause and a kubelet restart once per cycle
+// (54 s).
+var faultCycle = []string{"kill", "oom", "delete", "drain", "pause", "kubelet", "kill", "oom", "delete"}
 
 func (n *nodeFaults) next(t *testing.T) {
 	ctx := t.Context()
@@ -172,7 +172,7 @@ func (n *nodeFaults) next(t *testing.T) {
 	}
 	pod, ok := loop.BusyRunnerPod(pods, busy, mrand.IntN)
 	kind := faultCycle[n.i%len(faultCycle)]
-	if !ok && kind != "drain" && kind != "pause" {
+	if !ok && kind != "drain" && kind != "pause" && kind != "kubelet" {
 		return // no target yet: try again at the next turn
 	}
 	n.i++
@@ -189,6 +189,8 @@ func (n *nodeFaults) next(t *testing.T) {
 		t.Logf("node drained: %d runner pods evicted", len(evicted))
 	case "pause":
 		n.w.loop.PauseSweeps(8 * time.Second)
+	case "kubelet":
+		err = n.w.loop.RestartKubelet(ctx, testenv.StackDir(t))
 	}
 	if err != nil {
 		n.failed++
