@@ -81,7 +81,8 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := sweeper.Options{Parallelism: cfg.Parallelism}
+	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
+	opts := sweeper.Options{Parallelism: cfg.Parallelism, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
 	if cfg.AppID != 0 { // with a GitHub App, lost webhook deliveries are redelivered
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
 		if err != nil {
@@ -89,7 +90,6 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 		}
 		opts.Recoverer = redeliver.New(app, clk, 0, log)
 	}
-	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
 		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
