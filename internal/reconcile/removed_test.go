@@ -1,0 +1,124 @@
+package reconcile_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+)
+
+// TestRemovedPoolIsDrainedGracefully: the runners of a pool no longer in the
+// file are found by their labels, their pool is rebuilt from what they record,
+// and sweeps of it stop them like a scale-down to zero: the idle runner is
+// unregistered and deleted, the busy one is kept until its job is over, and
+// nothing is left.
+func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	t0 := e.clock.Now()
+	e.mustSweep(2, t0)
+	names := e.statefulSets()
+	ids := map[string]int64{}
+	for _, n := range names {
+		ids[n] = e.start(n).ID
+	}
+	e.mustSweep(2, t0)
+	busy, idle := names[0], names[1]
+	_ = e.sim.SetBusy(ids[busy], true)
+
+	ctx := t.Context()
+	known := func(name string) bool { return name != "p" } // "p" was removed from the file
+	removed, err := e.rec.Removed(ctx, []string{e.ns}, known)
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("removed pools %v, error %v; want p", removed, err)
+	}
+	p := removed[0]
+	if p.Name != "p" || p.Scope().String() != "organization/acme" || !p.IsEphemeral() || !p.IsDraining() || p.Kubernetes.Namespace != e.ns {
+		t.Fatalf("rebuilt pool %+v scope %s", p, p.Scope())
+	}
+	if again, _ := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return true }); len(again) != 0 {
+		t.Fatalf("a configured pool was taken for removed: %v", again)
+	}
+
+	var st poolstate.Status
+	sweep := func() {
+		t.Helper()
+		if err := e.rec.Reconcile(ctx, p, scaling.Decision{Desired: 0}, &st); err != nil {
+			t.Fatalf("sweeping the removed pool: %v", err)
+		}
+	}
+	e.clock.Step(time.Minute)
+	sweep()
+	if got := e.statefulSets(); !slices.Equal(got, []string{busy}) {
+		t.Fatalf("after a sweep: statefulsets %v, want only the busy %s", got, busy)
+	}
+	e.waitGone(idle)
+	if _, ok := e.sim.Runner(ids[idle]); ok {
+		t.Fatal("the idle runner is still registered on GitHub")
+	}
+	sweep()
+	if got := e.statefulSets(); len(got) != 1 {
+		t.Fatalf("the busy runner was deleted: %v", got)
+	}
+	if _, ok := e.sim.Runner(ids[busy]); !ok {
+		t.Fatal("the busy runner was unregistered under its job")
+	}
+	e.exit(busy, ids[busy])
+	e.clock.Step(time.Minute)
+	sweep()
+	e.waitGone(busy)
+	waitNothingLeft(t, e)
+	if _, ok := e.sim.Runner(ids[busy]); ok {
+		t.Fatal("the busy runner is still registered on GitHub after its job")
+	}
+}
+
+// TestRemovedPoolWithoutRecordIsLeftAlone: runners made before they recorded
+// their scope cannot be unregistered, so they are reported and not touched.
+func TestRemovedPoolWithoutRecordIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, e.clock.Now())
+	name := e.statefulSets()[0]
+	patch := `{"metadata":{"annotations":{"` + runnerpod.AnnotationScope + `":null}}}`
+	ctx := t.Context()
+	if _, err := e.kube.AppsV1().StatefulSets(e.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"secret", "pod"} {
+		var err error
+		if kind == "secret" {
+			_, err = e.kube.CoreV1().Secrets(e.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		} else {
+			_, err = e.kube.CoreV1().Pods(e.ns).Patch(ctx, runnerpod.PodName(name), types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return false })
+	if len(removed) != 0 || err == nil || !strings.Contains(err.Error(), "pool p: its runners do not record their scope") {
+		t.Fatalf("removed %v, error %v; want none and an error naming pool p", removed, err)
+	}
+}
+
+func waitNothingLeft(t *testing.T, e *env) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		left, err := e.rec.Remaining(ctx, []string{e.ns})
+		return err == nil && len(left) == 0, err
+	})
+	if err != nil {
+		left, _ := e.rec.Remaining(t.Context(), []string{e.ns})
+		t.Fatalf("left in the namespace: %v (%v)", left, err)
+	}
+}
