@@ -28,7 +28,8 @@ type DrainMark interface {
 
 // Drain events: {"drain":"start"} marks the deployment as being torn down and
 // sweeps every pool, configured or removed, down to zero runners through the
-// graceful stop; its report says what is left. Repeat it until nothing is.
+// graceful stop; its report says what is left (pools that failed or were
+// skipped are listed, not an error). Repeat it until nothing is.
 // {"drain":"cancel"} ends the teardown: the pools scale as configured again.
 const (
 	DrainStart  = "start"
@@ -66,7 +67,7 @@ func (s *Sweeper) drain(ctx context.Context, action, holder string) (Report, err
 		}
 	}
 	s.log.InfoContext(ctx, "teardown sweep", "swept", r.Swept, "skipped", r.Skipped, "failed", r.Failed, "remaining", r.Remaining)
-	return s.report(r)
+	return r, nil // failed pools are in the report: the caller sweeps again
 }
 
 // configured is every pool of the file.
