@@ -54,7 +54,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, token, err := secrets(ctx, cfg, secretsmanager.NewFromConfig(aws))
+	key, token, err := secrets(ctx, cfg, secretsmanager.NewFromConfig(aws, patientInit))
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,15 @@ func secrets(ctx context.Context, cfg sweeper.Config, sm awsconf.SecretsAPI) (ke
 	return key, token, nil
 }
 
+// Cold starts read Secrets Manager and EKS; many at once (nudges) can be
+// throttled, and a failed init loses its nudge. These calls retry longer, with
+// client-side rate limiting (adaptive mode), than the SDK's default 3 attempts.
+func patientInit(o *secretsmanager.Options) {
+	o.RetryMaxAttempts, o.RetryMode = 8, awssdk.RetryModeAdaptive
+}
+
+func patientEKS(o *eks.Options) { o.RetryMaxAttempts, o.RetryMode = 8, awssdk.RetryModeAdaptive }
+
 // restConfig connects to EKS with an aws-iam-authenticator token (or, on the local
 // stack, through a kubeconfig).
 func restConfig(ctx context.Context, cfg sweeper.Config, aws awssdk.Config, clk clock.PassiveClock) (*rest.Config, error) {
@@ -124,7 +133,7 @@ func restConfig(ctx context.Context, cfg sweeper.Config, aws awssdk.Config, clk 
 	cluster := kube.Cluster{Name: cfg.EKSCluster, Endpoint: cfg.EKSEndpoint, CA: cfg.EKSCA}
 	if cluster.Endpoint == "" {
 		var err error
-		if cluster, err = kube.Describe(ctx, eks.NewFromConfig(aws), cfg.EKSCluster); err != nil {
+		if cluster, err = kube.Describe(ctx, eks.NewFromConfig(aws, patientEKS), cfg.EKSCluster); err != nil {
 			return nil, err
 		}
 	}
