@@ -109,7 +109,7 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 		}
 	}
 	clk := clock.RealClock{}
-	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{})
+	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{Deployment: d.table})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -77,7 +77,8 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout})
+	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout,
+		Deployment: cfg.TableName})
 	if err != nil {
 		return nil, err
 	}

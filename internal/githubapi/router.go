@@ -257,4 +257,3 @@ func (r *Router) Installations() map[string]int64 {
 	}
 	return out
 }
-

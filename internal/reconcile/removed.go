@@ -15,8 +15,10 @@ import (
 // Inventory is what is left of one pool's runners in a namespace: StatefulSets,
 // pods and Secrets that carry its pool label.
 type Inventory struct {
-	Pool         string `json:"pool"`
-	Namespace    string `json:"namespace"`
+	Pool      string `json:"pool"`
+	Namespace string `json:"namespace"`
+	// Deployment is the deployment recorded on the objects ("" when none is).
+	Deployment   string `json:"deployment,omitempty"`
 	StatefulSets int    `json:"statefulSets"`
 	Pods         int    `json:"pods"`
 	Secrets      int    `json:"secrets"`
@@ -27,16 +29,16 @@ type Inventory struct {
 // Total counts every object left.
 func (i Inventory) Total() int { return i.StatefulSets + i.Pods + i.Secrets }
 
-// Inventory lists, in each namespace, the runner objects of every pool (three
-// list calls per namespace), sorted by pool.
+// Inventory lists, in each namespace, the runner objects of every pool and
+// deployment (three list calls per namespace), sorted by pool.
 func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inventory, error) {
-	byPool := map[[2]string]*Inventory{}
+	byPool := map[[3]string]*Inventory{}
 	add := func(ns string, meta metav1.ObjectMeta, count func(*Inventory)) {
-		name := meta.Labels[runnerpod.LabelPool]
-		inv := byPool[[2]string{ns, name}]
+		name, dep := meta.Labels[runnerpod.LabelPool], meta.Annotations[runnerpod.AnnotationDeployment]
+		inv := byPool[[3]string{ns, name, dep}]
 		if inv == nil {
-			inv = &Inventory{Pool: name, Namespace: ns}
-			byPool[[2]string{ns, name}] = inv
+			inv = &Inventory{Pool: name, Namespace: ns, Deployment: dep}
+			byPool[[3]string{ns, name, dep}] = inv
 		}
 		if _, ok := meta.Annotations[runnerpod.AnnotationScope]; ok || inv.annotations == nil {
 			inv.annotations = meta.Annotations
@@ -77,8 +79,9 @@ func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inve
 	return out, nil
 }
 
-// Removed finds, in namespaces, the runners of pools that known does not name
-// (pools removed from the file) and returns those pools in their draining form,
+// Removed finds, in namespaces, the runners of this deployment (Options.Deployment)
+// of pools that known does not name (pools removed from the file) — never another
+// deployment's — and returns those pools in their draining form,
 // rebuilt from what their runners record (runnerpod.RemovedPool), for the
 // sweeper to stop like a scale-down to zero. A pool whose runners do not record
 // their scope is reported in the error and left alone: nothing is deleted that
@@ -91,7 +94,7 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 	var out []*pool.Pool
 	var errs []error
 	for _, inv := range invs {
-		if known(inv.Pool) {
+		if known(inv.Pool) || inv.Deployment != "" && inv.Deployment != r.opts.Deployment {
 			continue
 		}
 		p, err := runnerpod.RemovedPool(inv.Pool, inv.Namespace, inv.annotations)
@@ -104,14 +107,18 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 	return out, errors.Join(errs...)
 }
 
-// Remaining counts the runner objects left in namespaces by pool (see Inventory).
-func (r *Reconciler) Remaining(ctx context.Context, namespaces []string) (map[string]int, error) {
+// Remaining counts, by pool, the runner objects left in namespaces of the pools
+// known names and of this deployment's removed pools (see Inventory).
+func (r *Reconciler) Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error) {
 	invs, err := r.Inventory(ctx, namespaces)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
 	for _, inv := range invs {
+		if !known(inv.Pool) && inv.Deployment != r.opts.Deployment {
+			continue // another deployment's
+		}
 		if n := inv.Total(); n > 0 {
 			out[inv.Pool] += n
 		}

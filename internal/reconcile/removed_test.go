@@ -11,7 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 )
@@ -114,11 +116,50 @@ func TestRemovedPoolWithoutRecordIsLeftAlone(t *testing.T) {
 func waitNothingLeft(t *testing.T, e *env) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		left, err := e.rec.Remaining(ctx, []string{e.ns})
+		left, err := e.rec.Remaining(ctx, []string{e.ns}, func(string) bool { return true })
 		return err == nil && len(left) == 0, err
 	})
 	if err != nil {
-		left, _ := e.rec.Remaining(t.Context(), []string{e.ns})
+		left, _ := e.rec.Remaining(t.Context(), []string{e.ns}, func(string) bool { return true })
 		t.Fatalf("left in the namespace: %v (%v)", left, err)
+	}
+}
+
+// TestAnotherDeploymentsRunnersAreNotRemoved: runners of a pool this deployment
+// does not know are drained only if they carry this deployment's name: another
+// deployment sharing the namespace keeps its runners, and a drain does not wait
+// for them.
+func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	mine, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st poolstate.Status
+	if err := mine.Reconcile(ctx, cfg.Pool("p"), scaling.Decision{Desired: 1, EffectiveTime: e.clock.Now()}, &st); err != nil {
+		t.Fatal(err)
+	}
+	unknown := func(string) bool { return false }
+	if got, err := other.Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 0 {
+		t.Fatalf("another deployment took %v as removed (error %v)", got, err)
+	}
+	if left, err := other.Remaining(ctx, []string{e.ns}, unknown); err != nil || len(left) != 0 {
+		t.Fatalf("another deployment counts %v as its own (error %v)", left, err)
+	}
+	if got, err := mine.Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 1 || got[0].Name != "p" {
+		t.Fatalf("the deployment that made them found %v (error %v), want pool p", got, err)
+	}
+	if left, _ := mine.Remaining(ctx, []string{e.ns}, unknown); left["p"] == 0 {
+		t.Fatalf("remaining %v, want p's objects counted", left)
 	}
 }

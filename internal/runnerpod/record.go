@@ -8,17 +8,23 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
-// A runner's StatefulSet, pod and Secret record its pool's scope and whether it
-// is ephemeral, so that a sweeper can still unregister and delete it after its
-// pool was removed from the pools file (pool.Removed).
+// A runner's StatefulSet, pod and Secret record its pool's scope, whether it is
+// ephemeral, and the deployment that made it, so that a sweeper can still
+// unregister and delete it after its pool was removed from the pools file
+// (pool.Removed) — and only if it is its own.
 const (
-	AnnotationScope     = "runnerscaler.dev/scope"
-	AnnotationEphemeral = "runnerscaler.dev/ephemeral"
+	AnnotationScope      = "runnerscaler.dev/scope"
+	AnnotationEphemeral  = "runnerscaler.dev/ephemeral"
+	AnnotationDeployment = "runnerscaler.dev/deployment"
 )
 
-// record returns the annotations that record p on its runners.
-func record(p *pool.Pool) map[string]string {
-	return map[string]string{AnnotationScope: p.Scope().String(), AnnotationEphemeral: strconv.FormatBool(p.IsEphemeral())}
+// record returns the annotations that record p and the deployment on its runners.
+func record(p *pool.Pool, deployment string) map[string]string {
+	a := map[string]string{AnnotationScope: p.Scope().String(), AnnotationEphemeral: strconv.FormatBool(p.IsEphemeral())}
+	if deployment != "" {
+		a[AnnotationDeployment] = deployment
+	}
+	return a
 }
 
 // RemovedPool rebuilds, from a runner object's annotations, the pool it belonged

@@ -16,8 +16,9 @@ type RemovedPools interface {
 	// pools it could rebuild.
 	Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error)
 	// Remaining counts the runner objects (StatefulSets, pods, Secrets) left in
-	// namespaces, by pool; pools with none are absent.
-	Remaining(ctx context.Context, namespaces []string) (map[string]int, error)
+	// namespaces, by pool, of the pools known names and of this deployment's
+	// removed pools; pools with none are absent.
+	Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error)
 }
 
 // DrainMark is the deployment's teardown switch (poolstate.DrainMark).
@@ -62,7 +63,7 @@ func (s *Sweeper) drain(ctx context.Context, action, holder string) (Report, err
 	r := s.sweepAll(ctx, pools, holder, false, nil)
 	r.Draining = true
 	if s.opts.Removed != nil {
-		if r.Remaining, err = s.opts.Removed.Remaining(ctx, namespaces(s.configured(), pools)); err != nil {
+		if r.Remaining, err = s.opts.Removed.Remaining(ctx, namespaces(s.configured(), pools), s.known); err != nil {
 			return r, fmt.Errorf("counting what is left: %w", err)
 		}
 	}
@@ -88,8 +89,7 @@ func (s *Sweeper) forSchedule(ctx context.Context) ([]*pool.Pool, error) {
 	if err != nil || s.opts.Removed == nil {
 		return all, err
 	}
-	known := func(name string) bool { return s.pools.Pool(name) != nil }
-	removed, err := s.opts.Removed.Removed(ctx, namespaces(s.configured(), nil), known)
+	removed, err := s.opts.Removed.Removed(ctx, namespaces(s.configured(), nil), s.known)
 	if err != nil {
 		s.log.ErrorContext(ctx, "runners of removed pools left alone", "error", err)
 	}
@@ -114,6 +114,9 @@ func (s *Sweeper) forNudge(ctx context.Context, pools []*pool.Pool) ([]*pool.Poo
 	}
 	return out, nil
 }
+
+// known: the pools file has a pool of that name.
+func (s *Sweeper) known(name string) bool { return s.pools.Pool(name) != nil }
 
 // namespaces of the pools, each once, sorted.
 func namespaces(a, b []*pool.Pool) []string {
