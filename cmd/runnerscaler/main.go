@@ -1,34 +1,49 @@
-// Command runnerscaler is the operator's tool for a deployed runnerscaler:
+// Command runnerscaler is the operator's tool for a runnerscaler deployment. It
+// uses the operator's own AWS credentials.
 //
-//	runnerscaler drain -function <sweeper function>   drain every pool before `sam delete`
+//	runnerscaler drain -function NAME [-timeout 30m] [-cancel]   drain every pool before `sam delete`
 //
-// Wiring only: each subcommand is a file of this directory.
+// Each subcommand lives in its own file; this one only dispatches.
 package main
 
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"os/signal"
-	"slices"
 )
 
-// commands maps a subcommand to its entry point (args exclude the subcommand).
-var commands = map[string]func(ctx context.Context, args []string) error{
-	"drain": drain,
-}
-
 func main() {
-	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintf(os.Stderr, "usage: runnerscaler <command> [flags]; commands: %v (-h after one for its flags)\n",
-			slices.Sorted(maps.Keys(commands)))
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := commands[os.Args[1]](ctx, os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "runnerscaler %s: %v\n", os.Args[1], err)
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "drain":
+		err = drain(ctx, os.Args[2:])
+	case "help", "-h", "--help":
+		usage()
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "runnerscaler: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runnerscaler:", err)
 		os.Exit(1)
 	}
+}
+
+func usage() {
+	fmt.Fprint(os.Stderr, `usage: runnerscaler COMMAND [flags]
+
+commands:
+  drain -function NAME [-timeout 30m] [-cancel]   stop every runner gracefully, then run 'sam delete'
+
+Run 'runnerscaler COMMAND -h' for a command's flags.
+`)
 }
