@@ -31,7 +31,9 @@ func drain(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (busy runners finish their jobs first)")
 	interval := fs.Duration("interval", 15*time.Second, "time between two drain sweeps")
 	cancel := fs.Bool("cancel", false, "end a drain: the pools scale as configured again")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
 		return err
 	}
 	if *function == "" || fs.NArg() > 0 {
