@@ -150,7 +150,11 @@ func TestSweeperConcurrencyIsBounded(t *testing.T) {
 	if fn.ReservedConcurrentExecutions == nil || *fn.ReservedConcurrentExecutions != 5 {
 		t.Errorf("sweeper reserved concurrency %v, want the SweeperConcurrency parameter (default 5)", fn.ReservedConcurrentExecutions)
 	}
-	cfg := section(rawTemplate(t), "Resources", "SweeperFunction", "Properties", "EventInvokeConfig")
+	doc := rawTemplate(t)
+	if c := section(doc, "Conditions")["BoundedSweeper"]; c == nil {
+		t.Error("no BoundedSweeper condition (SweeperConcurrency 0: no reservation)")
+	}
+	cfg := section(doc, "Resources", "SweeperFunction", "Properties", "EventInvokeConfig")
 	if cfg["MaximumRetryAttempts"] != 0 || cfg["MaximumEventAgeInSeconds"] == nil {
 		t.Errorf("sweeper EventInvokeConfig %v, want no retries and a maximum event age", cfg)
 	}

@@ -35,8 +35,9 @@ func openTemplate(t *testing.T) *cloudformation.Template {
 				}
 			}
 			if v, ok := input.([]any); ok && kind == "IF" && len(v) == 3 {
-				if m, ok := v[1].(map[string]any); ok {
-					return m // a typed field (VpcConfig) needs the object: the "true" branch
+				switch branch := v[1].(type) {
+				case map[string]any, float64, int:
+					return branch // a typed field (VpcConfig, a number) needs the value: the "true" branch
 				}
 			}
 			switch v := input.(type) {
