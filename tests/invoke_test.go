@@ -160,3 +160,32 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 		t.Fatalf("after the drain: last answer %s, %d statefulsets, %d GitHub runners", out, len(list.Items), len(sim.Runners()))
 	}
 }
+
+// TestSweeperRefusesAnEnterprisePoolWithoutAToken: GitHub Apps cannot manage
+// enterprise runners, so a sweeper configured with an App only refuses to start
+// when a pool is an enterprise's, naming the pool; with the PAT it gets past that.
+func TestSweeperRefusesAnEnterprisePoolWithoutAToken(t *testing.T) {
+	t.Parallel()
+	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	cfg := "pools:\n  - name: corp-builds\n    enterprise: corp\n    maxReplicas: 3\n    kubernetes: {namespace: ns, image: runner:1}\n"
+	if err := os.WriteFile(pools, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	bootstrap := build(t, "sweeper")
+	run := func(extra ...string) string {
+		cmd := exec.Command(bootstrap)
+		cmd.Env = localEnv(t, append([]string{"TABLE_NAME=t", "POOLS_CONFIG=" + pools, "KUBECONFIG=" + testenv.Kubeconfig(t),
+			"GITHUB_URL=http://127.0.0.1:1/", "GITHUB_APP_ID=3", "GITHUB_APP_PRIVATE_KEY=" + string(keyPEM)}, extra...)...)
+		out, _ := cmd.CombinedOutput() // without the Lambda runtime it fails either way
+		return string(out)
+	}
+	const refusal = "pool corp-builds: enterprise/corp: GitHub Apps cannot manage enterprise runners"
+	if out := run(); !strings.Contains(out, refusal) || strings.Contains(out, string(keyPEM[40:80])) {
+		t.Fatalf("without a token the sweeper said:\n%s\nwant %q (and never the key)", out, refusal)
+	}
+	if out := run("GITHUB_TOKEN=ghp_corp"); !strings.Contains(out, "sweeper ready") || strings.Contains(out, "ghp_corp") {
+		t.Fatalf("with a token the sweeper said:\n%s", out)
+	}
+}
