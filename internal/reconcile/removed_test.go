@@ -10,12 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
 )
 
 // TestRemovedPoolIsDrainedGracefully: the runners of a pool no longer in the
@@ -91,6 +93,7 @@ func TestRemovedPoolWithoutRecordIsLeftAlone(t *testing.T) {
 	e := newEnv(t, true)
 	e.mustSweep(1, e.clock.Now())
 	name := e.statefulSets()[0]
+	e.pods() // the controller made the pod
 	patch := `{"metadata":{"annotations":{"` + runnerpod.AnnotationScope + `":null}}}`
 	ctx := t.Context()
 	if _, err := e.kube.AppsV1().StatefulSets(e.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -162,4 +165,40 @@ func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
 	if left, _ := mine.Remaining(ctx, []string{e.ns}, unknown); left["p"] == 0 {
 		t.Fatalf("remaining %v, want p's objects counted", left)
 	}
+}
+
+// TestRBACIsEnoughToDrainARemovedPool: as a member of the sweeper's group
+// (infra/rbac.yaml), finding a removed pool's runners and draining them needs no
+// verb the Role lacks.
+func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	applyRBAC(t, e)
+	user, err := kubernetes.NewForConfig(testenv.UserRESTConfig(t, "sweeper-"+e.ns, []string{"runnerscaler-sweeper"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(1, time.Time{})
+	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	rec, err := reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	removed, err := rec.Removed(ctx, []string{e.ns}, func(string) bool { return false })
+	if err != nil || len(removed) != 1 {
+		t.Fatalf("removed %v, error %v", removed, err)
+	}
+	var st poolstate.Status
+	for range 50 { // as the drain does: sweep until nothing is left
+		if err := rec.Reconcile(ctx, removed[0], scaling.Decision{}, &st); err != nil {
+			t.Fatalf("draining as the sweeper: %v", err)
+		}
+		if left, err := rec.Remaining(ctx, []string{e.ns}, func(string) bool { return false }); err == nil && len(left) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	inv, _ := rec.Inventory(ctx, []string{e.ns})
+	t.Fatalf("left after 50 sweeps: %+v", inv)
 }
