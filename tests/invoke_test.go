@@ -99,7 +99,9 @@ func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 }
 
 // TestSweeperBootstrapUnderEmulator: the scheduled event file makes the real
-// sweeper bootstrap create a runner's StatefulSet on the local kube-apiserver.
+// sweeper bootstrap create a runner's StatefulSet on the local kube-apiserver,
+// with the App's installation looked up from the pool's organization (no
+// installation id configured); drain events then remove it.
 func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	t.Parallel()
 	db, tableName := testenv.Table(t)
@@ -110,7 +112,7 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
-	sim := githubsim.New(githubsim.Options{AppID: 3, AppKey: &key.PublicKey})
+	sim := githubsim.New(githubsim.Options{AppID: 3, AppKey: &key.PublicKey, Accounts: map[int64]string{41: "Octocoders"}})
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
@@ -120,7 +122,7 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, build(t, "sweeper"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools,
-		"KUBECONFIG="+testenv.Kubeconfig(t), "GITHUB_URL="+srv.URL+"/", "GITHUB_APP_ID=3", "GITHUB_APP_INSTALLATION_ID=1",
+		"KUBECONFIG="+testenv.Kubeconfig(t), "GITHUB_URL="+srv.URL+"/", "GITHUB_APP_ID=3",
 		"GITHUB_APP_PRIVATE_KEY="+string(keyPEM)))
 	event, err := os.ReadFile("../local/events/sweeper-scheduled.json")
 	if err != nil {
@@ -141,5 +143,49 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	}
 	if d, ok := e.InitDuration(); ok {
 		t.Logf("sweeper init duration under the emulator: %s", d)
+	}
+	if n := sim.RateRemaining(41); n == 5000 {
+		t.Fatal("the organization's installation (41) made no call")
+	}
+	drained := false
+	for i := 0; i < 50 && !drained; i++ {
+		out, err = e.Invoke(t.Context(), []byte(`{"drain":"start"}`))
+		if err != nil || !strings.Contains(string(out), `"draining":true`) {
+			t.Fatalf("drain answered %s, %v\n%s", out, err, e.Logs())
+		}
+		drained = !strings.Contains(string(out), `"remaining"`)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if list, _ := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{}); !drained || len(list.Items) != 0 || len(sim.Runners()) != 0 {
+		t.Fatalf("after the drain: last answer %s, %d statefulsets, %d GitHub runners", out, len(list.Items), len(sim.Runners()))
+	}
+}
+
+// TestSweeperRefusesAnEnterprisePoolWithoutAToken: GitHub Apps cannot manage
+// enterprise runners, so a sweeper configured with an App only refuses to start
+// when a pool is an enterprise's, naming the pool; with the PAT it gets past that.
+func TestSweeperRefusesAnEnterprisePoolWithoutAToken(t *testing.T) {
+	t.Parallel()
+	pools := filepath.Join(t.TempDir(), "pools.yaml")
+	cfg := "pools:\n  - name: corp-builds\n    enterprise: corp\n    maxReplicas: 3\n    kubernetes: {namespace: ns, image: runner:1}\n"
+	if err := os.WriteFile(pools, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	bootstrap := build(t, "sweeper")
+	run := func(extra ...string) string {
+		cmd := exec.Command(bootstrap)
+		cmd.Env = localEnv(t, append([]string{"TABLE_NAME=t", "POOLS_CONFIG=" + pools, "KUBECONFIG=" + testenv.Kubeconfig(t),
+			"GITHUB_URL=http://127.0.0.1:1/", "GITHUB_APP_ID=3", "GITHUB_APP_PRIVATE_KEY=" + string(keyPEM)}, extra...)...)
+		out, _ := cmd.CombinedOutput() // without the Lambda runtime it fails either way
+		return string(out)
+	}
+	const refusal = "pool corp-builds: enterprise/corp: GitHub Apps cannot manage enterprise runners"
+	if out := run(); !strings.Contains(out, refusal) || strings.Contains(out, string(keyPEM[40:80])) {
+		t.Fatalf("without a token the sweeper said:\n%s\nwant %q (and never the key)", out, refusal)
+	}
+	if out := run("GITHUB_TOKEN=ghp_corp"); !strings.Contains(out, "sweeper ready") || strings.Contains(out, "ghp_corp") {
+		t.Fatalf("with a token the sweeper said:\n%s", out)
 	}
 }

@@ -30,6 +30,15 @@ func openTemplate(t *testing.T) *cloudformation.Template {
 				if def, ok := numberDefault(template, fmt.Sprint(input)); ok {
 					return def // typed fields (RetentionInDays) need a number
 				}
+				if isList(template, fmt.Sprint(input)) {
+					return []any{"REF:" + fmt.Sprint(input)} // typed fields (SubnetIds) need a list
+				}
+			}
+			if v, ok := input.([]any); ok && kind == "IF" && len(v) == 3 {
+				switch branch := v[1].(type) {
+				case map[string]any, float64, int:
+					return branch // a typed field (VpcConfig, a number) needs the value: the "true" branch
+				}
 			}
 			switch v := input.(type) {
 			case []any:
@@ -43,15 +52,69 @@ func openTemplate(t *testing.T) *cloudformation.Template {
 			}
 		}
 	}
-	tmpl, err := goformation.OpenWithOptions("../template.yaml", &intrinsics.ProcessorOptions{
+	tmpl, err := goformation.ParseYAMLWithOptions(withoutLoggingConfig(t), &intrinsics.ProcessorOptions{
 		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
-			"Ref": marker("REF"), "Fn::GetAtt": marker("GETATT"), "Fn::Sub": marker("SUB"),
+			"Ref": marker("REF"), "Fn::GetAtt": marker("GETATT"), "Fn::Sub": marker("SUB"), "Fn::If": marker("IF"),
 		},
 	})
 	if err != nil {
 		t.Fatalf("template.yaml: %v", err)
 	}
 	return tmpl
+}
+
+// withoutLoggingConfig is template.yaml without the functions' LoggingConfig,
+// which goformation's SAM function does not model (it refuses unknown fields);
+// TestCodeAndLogGroups reads it from the raw YAML.
+func withoutLoggingConfig(t *testing.T) []byte {
+	t.Helper()
+	raw, err := os.ReadFile("../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range mappingValues(mappingValue(doc.Content[0], "Resources")) {
+		props := mappingValue(res, "Properties")
+		if props == nil {
+			continue
+		}
+		for i := 0; i+1 < len(props.Content); i += 2 {
+			if props.Content[i].Value == "LoggingConfig" {
+				props.Content = append(props.Content[:i], props.Content[i+2:]...)
+				break
+			}
+		}
+	}
+	out, err := yaml.Marshal(&doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func mappingValue(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func mappingValues(n *yaml.Node) []*yaml.Node {
+	var out []*yaml.Node
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 1; i < len(n.Content); i += 2 {
+			out = append(out, n.Content[i])
+		}
+	}
+	return out
 }
 
 // numberDefault is the default of a Number parameter.
@@ -62,6 +125,14 @@ func numberDefault(template any, name string) (any, bool) {
 		return nil, false
 	}
 	return p["Default"], true
+}
+
+// isList: the parameter is a list (CommaDelimitedList, List<...>).
+func isList(template any, name string) bool {
+	params, _ := template.(map[string]any)["Parameters"].(map[string]any)
+	p, _ := params[name].(map[string]any)
+	typ, _ := p["Type"].(string)
+	return typ == "CommaDelimitedList" || strings.HasPrefix(typ, "List<")
 }
 
 // globals reads the Globals section, which goformation does not merge into functions.
@@ -90,8 +161,10 @@ func TestFunctions(t *testing.T) {
 		t.Fatalf("Globals.Function runtime/handler = %v/%v, want provided.al2023/bootstrap", g["Runtime"], g["Handler"])
 	}
 	for name, env := range map[string][]string{
-		"WebhookFunction": {"TABLE_NAME=REF:Table", "WEBHOOK_SECRET_ARN=REF:WebhookSecret", "SWEEPER_FUNCTION_NAME=REF:SweeperFunction", "POOLS_CONFIG=SUB:/var/task/${PoolsFile}"},
-		"SweeperFunction": {"TABLE_NAME=REF:Table", "GITHUB_APP_PRIVATE_KEY_ARN=REF:GitHubAppPrivateKey", "EKS_CLUSTER_NAME=REF:ClusterName", "POOLS_CONFIG=SUB:/var/task/${PoolsFile}"},
+		"WebhookFunction": {"TABLE_NAME=REF:Table", "WEBHOOK_SECRET_ARN=REF:WebhookSecret", "SWEEPER_FUNCTION_NAME=REF:SweeperFunction", "POOLS_CONFIG=" + poolsPath},
+		"SweeperFunction": {"TABLE_NAME=REF:Table", "GITHUB_APP_PRIVATE_KEY_ARN=REF:GitHubAppPrivateKey", "EKS_CLUSTER_NAME=REF:ClusterName", "POOLS_CONFIG=" + poolsPath,
+			"EKS_ENDPOINT=REF:EksEndpoint", "EKS_CA=REF:EksCertificateAuthority", "GITHUB_APP_INSTALLATION_ID=REF:GitHubAppInstallationId",
+			"GITHUB_TOKEN_ARN=IF:WithEnterpriseToken.REF:GitHubEnterpriseToken."},
 	} {
 		fn, err := tmpl.GetServerlessFunctionWithName(name)
 		if err != nil {
@@ -213,7 +286,7 @@ func TestIAMIsScoped(t *testing.T) {
 			"lambda:InvokeFunction": "GETATT:SweeperFunction.Arn"},
 		"SweeperFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn", "dynamodb:UpdateItem": "GETATT:Table.Arn",
 			"dynamodb:Query":                "[GETATT:Table.Arn SUB:${Table.Arn}/index/" + table.ActiveIndex + "]",
-			"secretsmanager:GetSecretValue": "REF:GitHubAppPrivateKey",
+			"secretsmanager:GetSecretValue": "[REF:GitHubAppPrivateKey IF:WithEnterpriseToken.REF:GitHubEnterpriseToken.REF:AWS::NoValue]",
 			"eks:DescribeCluster":           "SUB:arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"},
 	}
 	for name, actions := range want {

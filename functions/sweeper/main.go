@@ -6,8 +6,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -52,17 +54,20 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := []byte(cfg.PrivateKey)
-	if cfg.PrivateKeyARN != "" {
-		if key, err = awsconf.Secret(ctx, secretsmanager.NewFromConfig(aws), cfg.PrivateKeyARN); err != nil {
-			return nil, err
-		}
-	}
-	clk := clock.RealClock{}
-	gh, err := githubapi.New(githubapi.Config{BaseURL: cfg.GitHubURL, Clock: clk,
-		Auth: githubapi.Auth{AppID: cfg.AppID, InstallationID: cfg.InstallationID, PrivateKey: key, Token: cfg.Token}})
+	key, token, err := secrets(ctx, cfg, secretsmanager.NewFromConfig(aws, patientInit))
 	if err != nil {
 		return nil, err
+	}
+	clk := clock.RealClock{}
+	gh, err := githubapi.NewRouter(githubapi.Config{BaseURL: cfg.GitHubURL, Clock: clk,
+		Auth: githubapi.Auth{AppID: cfg.AppID, InstallationID: cfg.InstallationID, PrivateKey: key, Token: token}})
+	if err != nil {
+		return nil, err
+	}
+	for i := range pools.Pools {
+		if err := gh.Serves(pools.Pools[i].Scope()); err != nil {
+			return nil, fmt.Errorf("pool %s: %w", pools.Pools[i].Name, err)
+		}
 	}
 	restCfg, err := restConfig(ctx, cfg, aws, clk)
 	if err != nil {
@@ -72,23 +77,53 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout})
+	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout,
+		Deployment: cfg.TableName})
 	if err != nil {
 		return nil, err
 	}
-	opts := sweeper.Options{Parallelism: cfg.Parallelism}
-	if cfg.Token == "" { // with a GitHub App, lost webhook deliveries are redelivered
+	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
+	opts := sweeper.Options{Parallelism: cfg.Parallelism, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
+	if cfg.AppID != 0 { // with a GitHub App, lost webhook deliveries are redelivered
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
 		if err != nil {
 			return nil, err
 		}
 		opts.Recoverer = redeliver.New(app, clk, 0, log)
 	}
-	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
 		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
 }
+
+// secrets returns the App's private key and the PAT, from Secrets Manager when
+// their ARNs are set (the local stack passes them in plain text).
+func secrets(ctx context.Context, cfg sweeper.Config, sm awsconf.SecretsAPI) (key []byte, token string, err error) {
+	key = []byte(cfg.PrivateKey)
+	if cfg.PrivateKeyARN != "" {
+		if key, err = awsconf.Secret(ctx, sm, cfg.PrivateKeyARN); err != nil {
+			return nil, "", err
+		}
+	}
+	token = cfg.Token
+	if cfg.TokenARN != "" {
+		raw, err := awsconf.Secret(ctx, sm, cfg.TokenARN)
+		if err != nil {
+			return nil, "", err
+		}
+		token = strings.TrimSpace(string(raw))
+	}
+	return key, token, nil
+}
+
+// Cold starts read Secrets Manager and EKS; many at once (nudges) can be
+// throttled, and a failed init loses its nudge. These calls retry longer, with
+// client-side rate limiting (adaptive mode), than the SDK's default 3 attempts.
+func patientInit(o *secretsmanager.Options) {
+	o.RetryMaxAttempts, o.RetryMode = 8, awssdk.RetryModeAdaptive
+}
+
+func patientEKS(o *eks.Options) { o.RetryMaxAttempts, o.RetryMode = 8, awssdk.RetryModeAdaptive }
 
 // restConfig connects to EKS with an aws-iam-authenticator token (or, on the local
 // stack, through a kubeconfig).
@@ -99,7 +134,7 @@ func restConfig(ctx context.Context, cfg sweeper.Config, aws awssdk.Config, clk 
 	cluster := kube.Cluster{Name: cfg.EKSCluster, Endpoint: cfg.EKSEndpoint, CA: cfg.EKSCA}
 	if cluster.Endpoint == "" {
 		var err error
-		if cluster, err = kube.Describe(ctx, eks.NewFromConfig(aws), cfg.EKSCluster); err != nil {
+		if cluster, err = kube.Describe(ctx, eks.NewFromConfig(aws, patientEKS), cfg.EKSCluster); err != nil {
 			return nil, err
 		}
 	}

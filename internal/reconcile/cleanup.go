@@ -56,7 +56,8 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
 	return errors.Join(errs...)
 }
 
-// cleanupDue: in a sweep where a creation failed; in the sweeps that follow
+// cleanupDue: in a sweep where a creation failed, and in every sweep of a
+// draining pool; in the sweeps that follow
 // creations, within the recreation delay (a sweeper killed between creation steps
 // records nothing, but the sweeps after it see its Secret); and at least every
 // CleanupInterval, measured by the injected clock and recorded in the pool status
@@ -64,7 +65,7 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
 // in a sweep whose creations all succeeded (the fast path), nor in a steady one.
 func (r *Reconciler) cleanupDue(s *sweep) bool {
 	switch {
-	case s.createFailed:
+	case s.createFailed, s.p.IsDraining(): // a draining pool is done only when nothing is left
 		return true
 	case s.created > 0:
 		return false

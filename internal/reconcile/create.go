@@ -64,7 +64,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *sweep) error {
 
 func (r *Reconciler) spec(s *sweep, name string) runnerpod.Spec {
 	return runnerpod.Spec{Pool: s.p, Template: s.template.tmpl, Hash: s.template.hash, Name: name,
-		GitHubURL: r.opts.GitHubURL, Now: s.now}
+		GitHubURL: r.opts.GitHubURL, Deployment: r.opts.Deployment, Now: s.now}
 }
 
 // build gets the runner's credentials, writes them into its Secret (sec is

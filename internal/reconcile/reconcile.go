@@ -62,6 +62,9 @@ type Options struct {
 	// OrphanGrace: an ownerless Secret this old is a leftover, not a creation under
 	// way (default 1m).
 	OrphanGrace time.Duration
+	// Deployment names this deployment on the runners it makes (the table name in
+	// AWS); Removed drains only runners that carry it (removed.go).
+	Deployment string
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.

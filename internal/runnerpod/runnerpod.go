@@ -271,8 +271,10 @@ type Spec struct {
 	Hash      string
 	Name      string
 	GitHubURL string // where runners register: https://github.com or the GHES host
-	Creds     Credentials
-	Now       time.Time
+	// Deployment names the deployment that makes the runner (recorded on it).
+	Deployment string
+	Creds      Credentials
+	Now        time.Time
 }
 
 // Secret returns the runner's Secret. Created before anything else of the runner
@@ -284,7 +286,7 @@ func Secret(s Spec) *corev1.Secret {
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Pool.Kubernetes.Namespace,
 			Labels:      map[string]string{LabelPool: s.Pool.Name, LabelRunner: s.Name},
-			Annotations: map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)}},
+			Annotations: merge(record(s.Pool, s.Deployment), map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)})},
 		Type: corev1.SecretTypeOpaque,
 	}
 	SetCredentials(sec, s.Creds)
@@ -322,13 +324,14 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 	tmpl := *s.Template.DeepCopy()
 	tmpl.Labels = merge(tmpl.Labels, labels)
 	tmpl.Finalizers = append(tmpl.Finalizers, Finalizer)
+	tmpl.Annotations = merge(tmpl.Annotations, record(p, s.Deployment)) // not in the template hash: runners made before stay current
 	if s.Creds.RunnerID != 0 {
 		tmpl.Annotations = merge(tmpl.Annotations, map[string]string{AnnotationJITRunnerID: strconv.FormatInt(s.Creds.RunnerID, 10)})
 	}
 	i := runnerIndex(tmpl.Spec.Containers)
 	tmpl.Spec.Containers[i].Env = append(runnerEnv(s), tmpl.Spec.Containers[i].Env...)
 	addState(&tmpl.Spec, i)
-	annotations := map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)}
+	annotations := merge(record(p, s.Deployment), map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)})
 	if s.Creds.RunnerID != 0 {
 		// Known at creation from the JIT config. The pod gets the same annotation
 		// only once GitHub lists the runner online: that marks it registered.

@@ -33,15 +33,19 @@ type Config struct {
 	GitHubURL string
 	// RunnerGitHubURL is where runners register (RUNNER_GITHUB_URL; derived from GitHubURL).
 	RunnerGitHubURL string
-	// AppID and InstallationID identify the GitHub App installation
-	// (GITHUB_APP_ID, GITHUB_APP_INSTALLATION_ID).
+	// AppID is the GitHub App (GITHUB_APP_ID). InstallationID
+	// (GITHUB_APP_INSTALLATION_ID) is optional: when set, that one installation
+	// serves every organization and repository pool; when not, each pool's
+	// installation is looked up from its organization or repository.
 	AppID, InstallationID int64
 	// PrivateKeyARN names the Secrets Manager secret with the App's private key
 	// (GITHUB_APP_PRIVATE_KEY_ARN); PrivateKey is the PEM itself, for the local stack
 	// only (GITHUB_APP_PRIVATE_KEY).
 	PrivateKeyARN, PrivateKey string
-	// Token is a personal access token instead of an App (GITHUB_TOKEN).
-	Token string
+	// Token is a classic personal access token (GITHUB_TOKEN; from Secrets Manager:
+	// GITHUB_TOKEN_ARN). With an App it serves the enterprise pools only (GitHub Apps
+	// cannot manage enterprise runners); without one, every pool.
+	Token, TokenARN string
 }
 
 // ConfigFromEnv reads the configuration through getenv and validates it.
@@ -52,6 +56,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: getenv("GITHUB_APP_PRIVATE_KEY"), Token: getenv("GITHUB_TOKEN"),
+		TokenARN: getenv("GITHUB_TOKEN_ARN"),
 	}
 	var errs []error
 	for name, dst := range map[string]*int64{"GITHUB_APP_ID": &c.AppID, "GITHUB_APP_INSTALLATION_ID": &c.InstallationID} {
@@ -107,16 +112,25 @@ func (c Config) Validate() error {
 	if (c.EKSEndpoint == "") != (c.EKSCA == "") {
 		errs = append(errs, errors.New("set both EKS_ENDPOINT and EKS_CA, or neither (then eks:DescribeCluster finds them)"))
 	}
+	return errors.Join(append(errs, c.validateGitHub())...)
+}
+
+// validateGitHub: an App (id and one source of its key; the installation id is
+// optional), a token (from one source), or both.
+func (c Config) validateGitHub() error {
 	app := c.AppID != 0 || c.InstallationID != 0 || c.PrivateKeyARN != "" || c.PrivateKey != ""
+	token := c.Token != "" || c.TokenARN != ""
 	switch {
-	case app && c.Token != "":
-		errs = append(errs, errors.New("set either GITHUB_APP_* or GITHUB_TOKEN, not both"))
-	case c.Token == "" && (c.AppID == 0 || c.InstallationID == 0):
-		errs = append(errs, errors.New("GITHUB_APP_ID and GITHUB_APP_INSTALLATION_ID are required (or GITHUB_TOKEN)"))
-	case c.Token == "" && (c.PrivateKeyARN == "") == (c.PrivateKey == ""):
-		errs = append(errs, errors.New("set exactly one of GITHUB_APP_PRIVATE_KEY_ARN and GITHUB_APP_PRIVATE_KEY (local stack)"))
+	case c.Token != "" && c.TokenARN != "":
+		return errors.New("set at most one of GITHUB_TOKEN_ARN and GITHUB_TOKEN (local stack)")
+	case !app && !token:
+		return errors.New("configure a GitHub App (GITHUB_APP_ID and its private key), a token (GITHUB_TOKEN_ARN), or both")
+	case app && c.AppID == 0:
+		return errors.New("GITHUB_APP_ID is required with GITHUB_APP_INSTALLATION_ID or a private key")
+	case app && (c.PrivateKeyARN == "") == (c.PrivateKey == ""):
+		return errors.New("set exactly one of GITHUB_APP_PRIVATE_KEY_ARN and GITHUB_APP_PRIVATE_KEY (local stack)")
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // RunnerURL is where runners register for an API root: https://github.com for

@@ -37,9 +37,13 @@ func TestConfigFromEnv(t *testing.T) {
 		{with("KUBECONFIG", "", "EKS_CLUSTER_NAME", "c", "EKS_ENDPOINT", "https://x"), "set both EKS_ENDPOINT and EKS_CA"},
 		{with("KUBECONFIG", "", "EKS_CLUSTER_NAME", "c"), ""},
 		{with("GITHUB_APP_ID", "abc"), `GITHUB_APP_ID "abc" must be a positive number`},
-		{with("GITHUB_TOKEN", "ghp_x"), "either GITHUB_APP_* or GITHUB_TOKEN"},
+		{with("GITHUB_TOKEN_ARN", "arn:aws:secretsmanager:y"), ""}, // the App, and a PAT for enterprise pools
+		{with("GITHUB_TOKEN_ARN", "arn:y", "GITHUB_TOKEN", "ghp_x"), "at most one of GITHUB_TOKEN_ARN and GITHUB_TOKEN"},
 		{with("GITHUB_APP_PRIVATE_KEY", "pem"), "exactly one of GITHUB_APP_PRIVATE_KEY_ARN and GITHUB_APP_PRIVATE_KEY"},
-		{with("GITHUB_APP_INSTALLATION_ID", ""), "GITHUB_APP_ID and GITHUB_APP_INSTALLATION_ID are required"},
+		{with("GITHUB_APP_INSTALLATION_ID", ""), ""}, // looked up per pool
+		{with("GITHUB_APP_ID", ""), "GITHUB_APP_ID is required"},
+		{with("GITHUB_APP_ID", "", "GITHUB_APP_INSTALLATION_ID", "", "GITHUB_APP_PRIVATE_KEY_ARN", ""), "configure a GitHub App"},
+		{with("GITHUB_APP_ID", "", "GITHUB_APP_INSTALLATION_ID", "", "GITHUB_APP_PRIVATE_KEY_ARN", "", "GITHUB_TOKEN", "ghp_x"), ""},
 	}
 	for _, tc := range cases {
 		c, err := sweeper.ConfigFromEnv(func(k string) string { return tc.env[k] })

@@ -68,6 +68,12 @@ type Options struct {
 	// arrived while it held the lease (default 100); then it lets the lease go
 	// regardless, so the next nudge or tick takes over.
 	MaxRounds int
+	// Removed, when set, finds the runners of pools removed from the pools file:
+	// scheduled sweeps drain them (drain.go).
+	Removed RemovedPools
+	// Drain, when set, is the teardown switch: while it is on, every sweep drains
+	// every pool (drain.go).
+	Drain DrainMark
 }
 
 // Sweeper sweeps pools. Build it with New.
@@ -116,6 +122,8 @@ type Event struct {
 	Jobs       []int64 `json:"jobs,omitempty"`
 	Source     string  `json:"source"`
 	DetailType string  `json:"detail-type"`
+	// Drain is a teardown command: DrainStart or DrainCancel (drain.go).
+	Drain string `json:"drain,omitempty"`
 }
 
 // Report summarises one invocation.
@@ -123,6 +131,10 @@ type Report struct {
 	Swept   []string `json:"swept"`
 	Skipped []string `json:"skipped,omitempty"`
 	Failed  []string `json:"failed,omitempty"`
+	// Draining: a teardown is in progress; Remaining counts, by pool, the runner
+	// objects still in the cluster (answers to drain events only).
+	Draining  bool           `json:"draining,omitempty"`
+	Remaining map[string]int `json:"remaining,omitempty"`
 }
 
 // Handle serves one invocation. It returns an error when the event is not one it
@@ -130,17 +142,23 @@ type Report struct {
 func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 	holder := holderID(ctx)
 	switch {
+	case ev.Drain != "":
+		return s.drain(ctx, ev.Drain, holder)
 	case ev.Pool != "":
 		p := s.pools.Pool(ev.Pool)
 		if p == nil {
 			return Report{}, fmt.Errorf("nudge for unknown pool %q", ev.Pool)
 		}
-		return s.report(s.sweepAll(ctx, []*pool.Pool{p}, holder, true, ev.Jobs))
+		pools, err := s.forNudge(ctx, []*pool.Pool{p})
+		if err != nil {
+			return Report{}, err
+		}
+		return s.report(s.sweepAll(ctx, pools, holder, true, ev.Jobs))
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		s.recover(ctx)
-		all := make([]*pool.Pool, len(s.pools.Pools))
-		for i := range s.pools.Pools {
-			all[i] = &s.pools.Pools[i]
+		all, err := s.forSchedule(ctx)
+		if err != nil {
+			return Report{}, err
 		}
 		return s.report(s.sweepAll(ctx, all, holder, false, nil))
 	}
@@ -494,7 +512,7 @@ func (k *leaseKeeper) wait(stopRenewal context.CancelFunc) {
 // and a job is still queued in the table, its delivery was lost, and expiry is the
 // backstop.
 func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Decision, rs []reservation.Reservation, st poolstate.Status, now time.Time) (int, error) {
-	if !d.Saturated && st.Phases["pending"] == 0 {
+	if !d.Saturated && st.Phases["pending"] == 0 || p.IsDraining() {
 		return 0, nil
 	}
 	_, duration := p.Trigger()

@@ -29,6 +29,7 @@ func (s *Server) routes() {
 	s.handle("GET /app/hook/deliveries", s.listHookDeliveries)
 	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
 	s.runnerRoutes()
+	s.installationRoutes()
 }
 
 // handle registers h and counts its calls by pattern.

@@ -53,9 +53,13 @@ func (s *Server) InjectSecondaryLimit(retryAfter time.Duration) {
 // headers, and answers the request itself (returning false) when it must fail.
 // A request that will be answered 304 does not count (countIt false).
 func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, countIt func() bool) bool {
-	identity, ok := s.identity(r)
+	identity, installation, ok := s.identity(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "Bad credentials")
+		return false
+	}
+	if !s.allowed(identity, installation, r) {
+		writeError(w, http.StatusForbidden, "Resource not accessible by integration")
 		return false
 	}
 	s.mu.Lock()
@@ -104,27 +108,27 @@ func (s *Server) rateHeaders(w http.ResponseWriter, win *rateWindow) {
 }
 
 // identity is "installation/<id>" for a valid installation token, "pat/<n>" for a PAT.
-func (s *Server) identity(r *http.Request) (string, bool) {
+func (s *Server) identity(r *http.Request) (string, int64, bool) {
 	auth := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(auth, "token ")
 	if !ok {
 		tok, ok = strings.CutPrefix(auth, "Bearer ")
 	}
 	if !ok || tok == "" {
-		return "", false
+		return "", 0, false
 	}
 	for i, pat := range s.opts.PATs {
 		if tok == pat {
-			return fmt.Sprintf("pat/%d", i), true
+			return fmt.Sprintf("pat/%d", i), 0, true
 		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it, ok := s.tokens[tok]
 	if !ok || !s.opts.Clock.Now().Before(it.expires) {
-		return "", false
+		return "", 0, false
 	}
-	return fmt.Sprintf("installation/%d", it.installation), true
+	return fmt.Sprintf("installation/%d", it.installation), it.installation, true
 }
 
 // createAccessToken: POST /app/installations/{installation_id}/access_tokens.
@@ -138,7 +142,9 @@ func (s *Server) createAccessToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "A JSON web token could not be decoded: "+err.Error())
 		return
 	}
-	known := false
+	s.mu.Lock()
+	_, known := s.opts.Accounts[id]
+	s.mu.Unlock()
 	for _, inst := range s.opts.Installations {
 		known = known || inst == id
 	}

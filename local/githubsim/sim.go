@@ -3,6 +3,9 @@
 // in tests (httptest) and as a process for the local stack.
 //
 // What it simulates, like GitHub does:
+//   - App installations on several organizations (installations.go): finding
+//     an organization's or repository's installation with the App JWT, and
+//     installation tokens that act on their own organization only;
 //   - App authentication: POST /app/installations/{id}/access_tokens checks the
 //     App JWT (RS256 with the App's public key, iss, iat/exp window) and issues
 //     expiring installation tokens; every other endpoint needs a valid, unexpired
@@ -45,6 +48,9 @@ type Options struct {
 	AppKey *rsa.PublicKey
 	// Installations are the installation ids of the App (default: 1).
 	Installations []int64
+	// Accounts maps an installation id to the organization it is installed on;
+	// its tokens then act on that organization only (see installations.go).
+	Accounts map[int64]string
 	// PATs are personal access tokens accepted as they are.
 	PATs []string
 	// Clock drives token expiry and rate-limit windows (default: real time).

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
+)
+
+// drain: runnerscaler drain -function NAME [-timeout 30m] [-interval 15s] [-cancel].
+func drain(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("drain", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: runnerscaler drain -function <sweeper function name or ARN> [flags]\n\n"+
+			"Stops every runner gracefully (busy ones after their job), unregisters them from GitHub and\n"+
+			"deletes them, through the deployed sweeper, until nothing is left; then run `sam delete`.\n"+
+			"From the first round on, the pools stay at zero until `-cancel`.")
+		fs.PrintDefaults()
+	}
+	function := fs.String("function", "", "the sweeper function (stack output SweeperFunctionName)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (busy runners finish their jobs first)")
+	interval := fs.Duration("interval", 15*time.Second, "time between two drain sweeps")
+	cancel := fs.Bool("cancel", false, "end a drain: the pools scale as configured again")
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if *function == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("-function is required, and no arguments")
+	}
+	cfg, err := awsconf.Load(ctx)
+	if err != nil {
+		return err
+	}
+	d := teardown.New(lambdaInvoker{api: awslambda.NewFromConfig(cfg), function: *function}, clock.RealClock{}, os.Stdout)
+	d.Interval = *interval
+	if *cancel {
+		return d.Cancel(ctx)
+	}
+	ctx, stop := context.WithTimeout(ctx, *timeout)
+	defer stop()
+	return d.Drain(ctx)
+}
+
+// lambdaInvoker invokes the sweeper synchronously.
+type lambdaInvoker struct {
+	api      *awslambda.Client
+	function string
+}
+
+func (l lambdaInvoker) Invoke(ctx context.Context, event []byte) ([]byte, error) {
+	out, err := l.api.Invoke(ctx, &awslambda.InvokeInput{FunctionName: aws.String(l.function), Payload: event})
+	if err != nil {
+		return nil, err
+	}
+	if out.FunctionError != nil {
+		var fe struct {
+			Message string `json:"errorMessage"`
+		}
+		_ = json.Unmarshal(out.Payload, &fe)
+		return nil, fmt.Errorf("%s: %s", aws.ToString(out.FunctionError), fe.Message)
+	}
+	return out.Payload, nil
+}

@@ -1,0 +1,131 @@
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+)
+
+// RemovedPools finds runners that no configured pool owns (reconcile.Reconciler).
+type RemovedPools interface {
+	// Removed returns the pools that have runners in namespaces but that known
+	// does not name, in their draining form. With an error it still returns the
+	// pools it could rebuild.
+	Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error)
+	// Remaining counts the runner objects (StatefulSets, pods, Secrets) left in
+	// namespaces, by pool, of the pools known names and of this deployment's
+	// removed pools; pools with none are absent.
+	Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error)
+}
+
+// DrainMark is the deployment's teardown switch (poolstate.DrainMark).
+type DrainMark interface {
+	Draining(ctx context.Context) (bool, error)
+	SetDraining(ctx context.Context, on bool, now time.Time) error
+}
+
+// Drain events: {"drain":"start"} marks the deployment as being torn down and
+// sweeps every pool, configured or removed, down to zero runners through the
+// graceful stop; its report says what is left (pools that failed or were
+// skipped are listed, not an error). Repeat it until nothing is.
+// {"drain":"cancel"} ends the teardown: the pools scale as configured again.
+const (
+	DrainStart  = "start"
+	DrainCancel = "cancel"
+)
+
+// drain serves a drain event.
+func (s *Sweeper) drain(ctx context.Context, action, holder string) (Report, error) {
+	if s.opts.Drain == nil {
+		return Report{}, fmt.Errorf("drain %q: this sweeper has no drain mark configured", action)
+	}
+	switch action {
+	case DrainCancel:
+		if err := s.opts.Drain.SetDraining(ctx, false, s.clock.Now()); err != nil {
+			return Report{}, err
+		}
+		s.log.InfoContext(ctx, "teardown cancelled: pools scale as configured again")
+		return Report{}, nil
+	case DrainStart:
+	default:
+		return Report{}, fmt.Errorf("drain %q: want %q or %q", action, DrainStart, DrainCancel)
+	}
+	if err := s.opts.Drain.SetDraining(ctx, true, s.clock.Now()); err != nil {
+		return Report{}, err
+	}
+	pools, err := s.forSchedule(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	r := s.sweepAll(ctx, pools, holder, false, nil)
+	r.Draining = true
+	if s.opts.Removed != nil {
+		if r.Remaining, err = s.opts.Removed.Remaining(ctx, namespaces(s.configured(), pools), s.known); err != nil {
+			return r, fmt.Errorf("counting what is left: %w", err)
+		}
+	}
+	s.log.InfoContext(ctx, "teardown sweep", "swept", r.Swept, "skipped", r.Skipped, "failed", r.Failed, "remaining", r.Remaining)
+	return r, nil // failed pools are in the report: the caller sweeps again
+}
+
+// configured is every pool of the file.
+func (s *Sweeper) configured() []*pool.Pool {
+	all := make([]*pool.Pool, len(s.pools.Pools))
+	for i := range s.pools.Pools {
+		all[i] = &s.pools.Pools[i]
+	}
+	return all
+}
+
+// forSchedule is what a scheduled sweep sweeps: the configured pools (drained
+// during a teardown) and the pools removed from the file that still have runners
+// in the configured pools' namespaces (always drained). A removed pool whose
+// runners cannot be placed is logged and left alone.
+func (s *Sweeper) forSchedule(ctx context.Context) ([]*pool.Pool, error) {
+	all, err := s.forNudge(ctx, s.configured())
+	if err != nil || s.opts.Removed == nil {
+		return all, err
+	}
+	removed, err := s.opts.Removed.Removed(ctx, namespaces(s.configured(), nil), s.known)
+	if err != nil {
+		s.log.ErrorContext(ctx, "runners of removed pools left alone", "error", err)
+	}
+	for _, p := range removed {
+		s.log.InfoContext(ctx, "draining the runners of a pool removed from the pools file", "pool", p.Name, "namespace", p.Kubernetes.Namespace)
+	}
+	return append(all, removed...), nil
+}
+
+// forNudge returns pools as they are, or drained during a teardown.
+func (s *Sweeper) forNudge(ctx context.Context, pools []*pool.Pool) ([]*pool.Pool, error) {
+	if s.opts.Drain == nil {
+		return pools, nil
+	}
+	draining, err := s.opts.Drain.Draining(ctx)
+	if err != nil || !draining {
+		return pools, err
+	}
+	out := make([]*pool.Pool, len(pools))
+	for i, p := range pools {
+		out[i] = p.Draining()
+	}
+	return out, nil
+}
+
+// known: the pools file has a pool of that name.
+func (s *Sweeper) known(name string) bool { return s.pools.Pool(name) != nil }
+
+// namespaces of the pools, each once, sorted.
+func namespaces(a, b []*pool.Pool) []string {
+	var out []string
+	for _, p := range append(slices.Clone(a), b...) {
+		if !slices.Contains(out, p.Kubernetes.Namespace) {
+			out = append(out, p.Kubernetes.Namespace)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

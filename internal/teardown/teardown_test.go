@@ -1,0 +1,97 @@
+package teardown_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
+)
+
+// script answers each invocation with the next report or error.
+type script struct {
+	answers []any // sweeper.Report or error
+	events  []string
+}
+
+func (s *script) Invoke(_ context.Context, event []byte) ([]byte, error) {
+	s.events = append(s.events, string(event))
+	a := s.answers[0]
+	if len(s.answers) > 1 {
+		s.answers = s.answers[1:]
+	}
+	if err, ok := a.(error); ok {
+		return nil, err
+	}
+	return json.Marshal(a)
+}
+
+func drainer(s *script, out *strings.Builder) *teardown.Drainer {
+	d := teardown.New(s, clock.RealClock{}, out)
+	d.Interval = time.Millisecond
+	return d
+}
+
+// TestDrainEndsOnlyWhenNothingIsLeft: an invocation error, runners left, a
+// skipped pool and a failed one all mean another round.
+func TestDrainEndsOnlyWhenNothingIsLeft(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []any{
+		errors.New("Unhandled: throttled"),
+		sweeper.Report{Draining: true, Remaining: map[string]int{"a": 3}},
+		sweeper.Report{Draining: true, Skipped: []string{"a"}},
+		sweeper.Report{Draining: true, Failed: []string{"b"}},
+		sweeper.Report{Draining: true},
+	}}
+	var out strings.Builder
+	if err := drainer(s, &out).Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.events) != 5 {
+		t.Fatalf("%d rounds, want 5:\n%s", len(s.events), out.String())
+	}
+	for _, ev := range s.events {
+		if ev != `{"pool":"","source":"","detail-type":"","drain":"start"}` {
+			t.Fatalf("event %s, want a drain start", ev)
+		}
+	}
+	for _, want := range []string{"throttled (retrying)", "a=3 objects", "skipped (lease held) [a]", "failed [b]", "drained, nothing left"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestDrainGivesUpWhenTheContextEnds(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []any{sweeper.Report{Draining: true, Remaining: map[string]int{"busy": 1}}}}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := drainer(s, &out).Drain(ctx)
+	if !errors.Is(err, teardown.ErrNotDrained) {
+		t.Fatalf("error %v, want ErrNotDrained", err)
+	}
+}
+
+func TestCancelSendsCancel(t *testing.T) {
+	t.Parallel()
+	s := &script{answers: []any{sweeper.Report{}}}
+	var out strings.Builder
+	if err := drainer(s, &out).Cancel(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.events) != 1 || !strings.Contains(s.events[0], `"drain":"cancel"`) {
+		t.Fatalf("events %v, want one drain cancel", s.events)
+	}
+	s = &script{answers: []any{errors.New("no such function")}}
+	if err := drainer(s, &out).Cancel(t.Context()); err == nil || !strings.Contains(err.Error(), "no such function") {
+		t.Fatalf("cancel error %v, want the invocation's", err)
+	}
+}
