@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -184,6 +183,7 @@ pools:
 	}
 	w.sweep()
 	out := w.status()
+	t.Logf("runnerscaler status:\n%s", out)
 	mustContain(t, out, "QUEUED JOBS", "pool at maxReplicas (1): 3 jobs reserve capacity", "101", "102", "103")
 	if row := line(out, "small "); !strings.Contains(row, " yes ") || !strings.Contains(row, " 3 ") {
 		t.Errorf("pool row %q: want 3 queued and saturated", row)
@@ -206,55 +206,62 @@ pools:
 	}
 }
 
-// TestStatusShowsWhyARunnerCannotStart: the pool's runners name a service
-// account that does not exist, so the API server refuses their pods; status
-// shows the runner pending with the controller's reason, and the job waiting on it.
+// TestStatusShowsWhyARunnerCannotStart: the pool's runner image is not on the
+// node and may not be pulled, so the node's real kubelet cannot start the runner
+// container; status shows the runner pending with the kubelet's reason, and the
+// job waiting on it. (The stack's API server runs without the ServiceAccount
+// admission plugin, so a missing service account would not be refused there.)
 func TestStatusShowsWhyARunnerCannotStart(t *testing.T) {
 	w := newWorld(t, `
 pools:
-  - name: nosa
+  - name: nopull
     organization: acme
     maxReplicas: 2
     kubernetes:
       namespace: %s
-      image: runner:1
-      serviceAccountName: no-such-account
       template:
         spec:
-          schedulerName: runnerscaler.dev/no-scheduler
+          hostNetwork: true
+          containers:
+            - name: runner
+              image: localhost/runnerscaler/no-such-image:1
+              imagePullPolicy: Never
 `, true)
-	w.queue("nosa", 201, 5*time.Second)
+	w.queue("nopull", 201, 5*time.Second)
 	w.sweep()
 	sts := w.statefulSets()
 	if len(sts) != 1 {
 		t.Fatalf("statefulsets %v, want one runner", sts)
 	}
-	w.waitWarning(sts[0], "FailedCreate")
+	runner := sts[0] + "-0"
+	w.waitWaiting(runner, "ErrImageNeverPull")
 	w.clock.Step(time.Second)
-	w.sweep() // records the reason in the pool status too
+	w.sweep() // the pool status records the reason too
 	out := w.status()
-	mustContain(t, out, "RUNNERS HELD UP", sts[0]+"-0", "FailedCreate", "no-such-account")
-	pool := w.status("nosa")
-	mustContain(t, pool, "RUNNERS", sts[0]+"-0", "pending", "FailedCreate", "no-such-account",
-		"runner "+sts[0]+"-0 pending: FailedCreate")
+	t.Logf("runnerscaler status:\n%s", out)
+	mustContain(t, out, "RUNNERS HELD UP", runner, "ErrImageNeverPull", "no-such-image")
+	pool := w.status("nopull")
+	t.Logf("runnerscaler status nopull:\n%s", pool)
+	mustContain(t, pool, "RUNNERS", runner, "pending", "ErrImageNeverPull",
+		"runner "+runner+" pending: ErrImageNeverPull")
 }
 
-func (w *world) waitWarning(sts, reason string) {
+// waitWaiting waits until the kubelet reports the pod's runner container waiting for reason.
+func (w *world) waitWaiting(pod, reason string) {
 	w.t.Helper()
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		evs, err := w.kube.CoreV1().Events(w.ns).List(w.t.Context(), metav1.ListOptions{})
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == sts && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-				return
+		p, err := w.kube.CoreV1().Pods(w.ns).Get(w.t.Context(), pod, metav1.GetOptions{})
+		if err == nil {
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Waiting != nil && cs.State.Waiting.Reason == reason {
+					return
+				}
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(300 * time.Millisecond)
 	}
-	w.t.Fatalf("no %s event for %s within a minute", reason, sts)
+	w.t.Fatalf("pod %s: runner container not waiting with %s within two minutes", pod, reason)
 }
 
 // TestStatusTracesACompletedJobToItsRunner: real deliveries (GitHub's fixtures,
@@ -300,6 +307,7 @@ pools:
 	deliver("completed.success.with-organization", "delivery-c", runner, id)
 
 	out := w.status("--job", fmt.Sprint(job))
+	t.Logf("runnerscaler status --job %d:\n%s", job, out)
 	mustContain(t, out, "completed", "released (job completed)", fmt.Sprintf("%s (GitHub id %d), StatefulSet %s", runner, id, sts[0]),
 		"delivery-q", "delivery-p", "delivery-c")
 	var tr status.Trace
