@@ -181,10 +181,18 @@ pools:
 	for i, ago := range []time.Duration{90 * time.Second, 60 * time.Second, 30 * time.Second} {
 		w.queue("small", int64(101+i), ago)
 	}
+	// And a job asking for a self-hosted GPU runner, which no pool has.
+	h := webhook.New([]byte("s"), w.pools, reservation.New(w.db, w.table, w.clock))
+	gpu := withLabels(t, payload(t, "queued", "", 0), "self-hosted", "gpu")
+	if resp := h.Serve(t.Context(), map[string]string{"X-GitHub-Event": "workflow_job", "X-GitHub-Delivery": "d-gpu",
+		"X-Hub-Signature-256": sign(gpu, "s")}, gpu); resp.Status != 202 {
+		t.Fatalf("unmatched delivery: %d %s", resp.Status, resp.Reason)
+	}
 	w.sweep()
 	out := w.status()
 	t.Logf("runnerscaler status:\n%s", out)
-	mustContain(t, out, "QUEUED JOBS", "pool at maxReplicas (1): 3 jobs reserve capacity", "101", "102", "103")
+	mustContain(t, out, "QUEUED JOBS", "pool at maxReplicas (1): 3 jobs reserve capacity", "101", "102", "103",
+		"JOBS NO POOL MATCHED", "289782451", "no matching pool for labels [self-hosted gpu]: no pool's scope covers repository")
 	if row := line(out, "small "); !strings.Contains(row, " yes ") || !strings.Contains(row, " 3 ") {
 		t.Errorf("pool row %q: want 3 queued and saturated", row)
 	}
@@ -373,4 +381,19 @@ func sign(body []byte, secret string) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write(body)
 	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// withLabels replaces a payload's job labels.
+func withLabels(t *testing.T, body []byte, labels ...string) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["workflow_job"].(map[string]any)["labels"] = labels
+	out, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -65,11 +65,11 @@ func RenderReport(w io.Writer, r Report) error {
 	var queued, held []string
 	for _, p := range r.Pools {
 		for _, j := range p.Queued {
-			queued = append(queued, strings.Join([]string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), j.Waiting}, "\t"))
+			queued = append(queued, strings.Join([]string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
 		}
 		for _, rn := range p.Runners {
 			if rn.Reason != "" && rn.Phase == PhasePending {
-				held = append(held, strings.Join([]string{p.Name, rn.Name, rn.Reason}, "\t"))
+				held = append(held, strings.Join([]string{p.Name, rn.Name, oneLine(rn.Reason)}, "\t"))
 			}
 		}
 	}
@@ -77,7 +77,7 @@ func RenderReport(w io.Writer, r Report) error {
 	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
 	var unrouted, errs []string
 	for _, j := range r.Unrouted {
-		unrouted = append(unrouted, strings.Join([]string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), j.Waiting}, "\t"))
+		unrouted = append(unrouted, strings.Join([]string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
 	}
 	section(t, w, "JOBS NO POOL MATCHED", []string{"JOB", "REPOSITORY", "STATE", "AGE", "WHY"}, unrouted)
 	for _, p := range r.Pools {
@@ -119,10 +119,10 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	var runners, queued, progress, errs []string
 	for _, rn := range p.Runners {
 		runners = append(runners, strings.Join([]string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), jobCell(rn.Job),
-			ago(at, rn.Created), rn.Reason}, "\t"))
+			ago(at, rn.Created), oneLine(rn.Reason)}, "\t"))
 	}
 	for _, j := range p.Queued {
-		queued = append(queued, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), j.Waiting}, "\t"))
+		queued = append(queued, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
 	}
 	for _, j := range p.InProgress {
 		progress = append(progress, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), j.RunnerName}, "\t"))
@@ -142,7 +142,7 @@ func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
 	j := tr.Job
 	t := newTable(w)
 	t.row("job", i64(j.ID))
-	t.row("pool", j.Pool)
+	t.row("pool", orDash(j.Pool))
 	t.row("repository", j.Repository)
 	t.row("state", j.State)
 	t.row("first seen", fmt.Sprintf("%s (%s ago)", j.FirstSeen.Format(time.RFC3339), short(at.Sub(j.FirstSeen))))
@@ -156,7 +156,11 @@ func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
 	}
 	var rows []string
 	for _, d := range j.Deliveries {
-		rows = append(rows, strings.Join([]string{d.State, d.ID, d.At.Format(time.RFC3339Nano)}, "\t"))
+		at := "-"
+		if !d.At.IsZero() {
+			at = d.At.Format(time.RFC3339Nano)
+		}
+		rows = append(rows, strings.Join([]string{d.State, d.ID, at}, "\t"))
 	}
 	section(t, w, "DELIVERIES", []string{"STATE", "DELIVERY", "RECORDED"}, rows)
 	return t.err
@@ -165,6 +169,8 @@ func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
 func reservationCell(at time.Time, tr Trace) string {
 	j := tr.Job
 	switch {
+	case j.Pool == "":
+		return "none: no pool matched, nothing is reserved"
 	case j.State == "completed":
 		return "released (job completed)"
 	case tr.Active:
@@ -232,6 +238,13 @@ func yes(b bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

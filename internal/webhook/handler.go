@@ -195,7 +195,8 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	p, why := h.pools.Route(job.route)
 	if p == nil {
-		return Response{http.StatusAccepted, "no matching pool: " + why}, append(attrs, slog.String("outcome", OutcomeNoPool))
+		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
+		return Response{http.StatusAccepted, "no matching pool: " + why}, append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
 	}
 	attrs = append(attrs, slog.String("pool", p.Name))
 	amount, duration := p.Trigger()

@@ -119,3 +119,30 @@ func TestDeliveryMetricsAtLogLevelError(t *testing.T) {
 		t.Fatalf("NudgeFailures summed to %v, want 1", nudgeFailures)
 	}
 }
+
+// TestUnroutedSelfHostedJobsAreKept: a job asking for a self-hosted runner that
+// no pool matches is kept (for `runnerscaler status`); one for a GitHub-hosted
+// runner costs no write.
+func TestUnroutedSelfHostedJobsAreKept(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	hosted := []byte(strings.Replace(string(queued), `"ubuntu-latest"`, `"windows-2022"`, 1))
+	selfHosted := []byte(strings.Replace(string(queued), `"ubuntu-latest"`, `"self-hosted", "windows"`, 1))
+	for _, body := range [][]byte{hosted, selfHosted} {
+		if resp := e.handler.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 202 {
+			t.Fatalf("unmatched delivery: %d %s", resp.Status, resp.Reason)
+		}
+	}
+	us, err := e.store.UnroutedQueued(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(us) != 1 || us[0].JobID != 289782451 || !slices.Equal(us[0].Labels, []string{"self-hosted", "windows"}) ||
+		!strings.Contains(us[0].Reason, "none has every label") {
+		t.Fatalf("unrouted jobs %+v, want the self-hosted one with the router's reason", us)
+	}
+	if n := e.items(t); n != 0 {
+		t.Fatalf("%d pool items written for jobs no pool matched", n)
+	}
+}

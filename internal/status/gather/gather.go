@@ -31,6 +31,7 @@ var ErrJobNotFound = errors.New("job not found")
 type Reservations interface {
 	Unfinished(ctx context.Context, pool string) ([]reservation.Reservation, error)
 	Job(ctx context.Context, pool string, job int64) (reservation.Reservation, bool, error)
+	UnroutedQueued(ctx context.Context) ([]reservation.Unrouted, error)
 }
 
 // Statuses reads pool status items (poolstate.Store).
@@ -71,7 +72,23 @@ func (g *Gatherer) Report(ctx context.Context, only string) (status.Report, erro
 		}
 		inputs = append(inputs, in)
 	}
-	return status.Build(g.clock.Now(), inputs, nil), nil
+	var unrouted []status.Job
+	if only == "" {
+		us, err := g.reservations.UnroutedQueued(ctx)
+		if err != nil {
+			return status.Report{}, err
+		}
+		for _, u := range us {
+			unrouted = append(unrouted, unroutedJob(u))
+		}
+	}
+	return status.Build(g.clock.Now(), inputs, unrouted), nil
+}
+
+func unroutedJob(u reservation.Unrouted) status.Job {
+	return status.Job{ID: u.JobID, Repository: u.Repository, State: u.State.String(), FirstSeen: u.FirstSeen,
+		Waiting:    fmt.Sprintf("no matching pool for labels %v: %s", u.Labels, u.Reason),
+		Deliveries: []status.Delivery{{State: u.State.String(), ID: u.DeliveryID}}}
 }
 
 func (g *Gatherer) input(ctx context.Context, p *pool.Pool) (status.Input, error) {
@@ -122,6 +139,15 @@ func (g *Gatherer) Trace(ctx context.Context, jobID int64) (status.Trace, error)
 			}
 		}
 		return status.NewTrace(g.clock.Now(), job, in.Runners), nil
+	}
+	us, err := g.reservations.UnroutedQueued(ctx)
+	if err != nil {
+		return status.Trace{}, err
+	}
+	for _, u := range us {
+		if u.JobID == jobID {
+			return status.NewTrace(g.clock.Now(), unroutedJob(u), nil), nil
+		}
 	}
 	return status.Trace{}, fmt.Errorf("job %d in pools %s: %w", jobID, g.names(), ErrJobNotFound)
 }
