@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 )
 
 // emit logs one line per pool sweep and writes its CloudWatch Embedded Metric
@@ -21,12 +22,12 @@ func (r *Reconciler) emit(s *sweep, took time.Duration) {
 		return
 	}
 	if err := r.opts.Metrics.Write(emf.Record{Time: s.now, Dimensions: map[string]string{"Pool": s.p.Name},
-		Metrics: poolMetrics(s, took)}); err != nil {
+		Metrics: r.poolMetrics(s, took)}); err != nil {
 		s.log.Warn("cannot write the pool's metrics", "error", err)
 	}
 }
 
-func poolMetrics(s *sweep, took time.Duration) []emf.Metric {
+func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 	ph := s.st.Phases
 	oldest := 0.0
 	if !s.d.OldestQueued.IsZero() {
@@ -47,6 +48,9 @@ func poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "Extended", Unit: emf.Count, Value: float64(s.st.Extended)},
 		{Name: "PendingWithReason", Unit: emf.Count, Value: float64(len(s.stuck))},
 	}
+	if rate, ok := r.rateRemaining(); ok {
+		ms = append(ms, emf.Metric{Name: "GitHubRateRemaining", Unit: emf.Count, Value: float64(rate)})
+	}
 	if len(s.registrations) > 0 {
 		values := make([]float64, len(s.registrations))
 		for i, d := range s.registrations {
@@ -62,4 +66,18 @@ func flag(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// rateStats is the part of githubapi.Client that says how much rate limit is left.
+type rateStats interface{ Stats() githubapi.Stats }
+
+// rateRemaining is the primary rate limit left as GitHub last said, if the
+// GitHub client tells (githubapi.Client does, after its first answer).
+func (r *Reconciler) rateRemaining() (int, bool) {
+	rs, ok := r.gh.(rateStats)
+	if !ok {
+		return 0, false
+	}
+	st := rs.Stats()
+	return st.RateRemaining, st.RateKnown
 }

@@ -17,6 +17,7 @@ import (
 type poolRecord struct {
 	Level, Pool                                               string
 	Created, QueuedJobs, OldestQueuedAge, Saturated, Extended float64
+	GitHubRateRemaining                                       *float64
 	RunnerRegistrationTime                                    []float64
 }
 
@@ -70,5 +71,8 @@ func TestPoolMetricsAtLogLevelError(t *testing.T) {
 	if second.QueuedJobs != 2 || second.OldestQueuedAge != 90 || second.Saturated != 1 || second.Extended != 3 ||
 		!slices.Equal(second.RunnerRegistrationTime, []float64{40}) {
 		t.Errorf("second sweep: %+v, want 2 queued, oldest 90 s, saturated, 3 extended, one registration after 40 s", second)
+	}
+	if want := e.sim.RateRemaining(1); second.GitHubRateRemaining == nil || *second.GitHubRateRemaining != float64(want) {
+		t.Errorf("GitHubRateRemaining %v, want %d", second.GitHubRateRemaining, want)
 	}
 }
