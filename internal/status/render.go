@@ -118,7 +118,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	}
 	var runners, queued, progress, errs []string
 	for _, rn := range p.Runners {
-		runners = append(runners, strings.Join([]string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), jobCell(rn.Job),
+		runners = append(runners, strings.Join([]string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), idCell(rn.Job),
 			ago(at, rn.Created), oneLine(rn.Reason)}, "\t"))
 	}
 	for _, j := range p.Queued {
@@ -230,8 +230,6 @@ func idCell(id int64) string {
 	}
 	return i64(id)
 }
-
-func jobCell(id int64) string { return idCell(id) }
 
 func yes(b bool) string {
 	if b {
