@@ -1,6 +1,7 @@
 // Command runnerscaler is the operator's tool for a runnerscaler deployment. It
-// uses the operator's own AWS credentials.
+// uses the operator's own AWS and Kubernetes credentials.
 //
+//	runnerscaler status [POOL] [--job ID] [-o table|json]   what it is doing, and why jobs wait
 //	runnerscaler drain -function NAME [-timeout 30m] [-cancel]   drain every pool before `sam delete`
 //
 // Each subcommand lives in its own file; this one only dispatches.
@@ -22,6 +23,8 @@ func main() {
 	}
 	var err error
 	switch os.Args[1] {
+	case "status":
+		err = runStatus(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
 	case "drain":
 		err = drain(ctx, os.Args[2:])
 	case "help", "-h", "--help":
@@ -42,6 +45,7 @@ func usage() {
 	fmt.Fprint(os.Stderr, `usage: runnerscaler COMMAND [flags]
 
 commands:
+  status [POOL] [--job ID] [-o table|json]   pools, runners, waiting jobs and why; one pool's runners; one job's trace
   drain -function NAME [-timeout 30m] [-cancel]   stop every runner gracefully, then run 'sam delete'
 
 Run 'runnerscaler COMMAND -h' for a command's flags.

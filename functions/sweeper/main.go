@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -77,13 +78,18 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: os.Stdout,
+	// Metric lines carry the function's log level, so Lambda's filter keeps them.
+	metrics, err := emf.NewWriter(os.Stdout, os.Getenv("AWS_LAMBDA_LOG_LEVEL"))
+	if err != nil {
+		return nil, err
+	}
+	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: metrics,
 		Deployment: cfg.TableName})
 	if err != nil {
 		return nil, err
 	}
 	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
-	opts := sweeper.Options{Parallelism: cfg.Parallelism, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
+	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
 	if cfg.AppID != 0 { // with a GitHub App, lost webhook deliveries are redelivered
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -50,7 +51,12 @@ func build(ctx context.Context, log *slog.Logger) (*webhook.Handler, error) {
 		}
 	}
 	store := reservation.New(awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint), cfg.TableName, clock.RealClock{})
-	opts := []webhook.Option{webhook.WithLogger(log)}
+	// Metric lines carry the function's log level, so Lambda's filter keeps them.
+	metrics, err := emf.NewWriter(os.Stdout, os.Getenv("AWS_LAMBDA_LOG_LEVEL"))
+	if err != nil {
+		return nil, err
+	}
+	opts := []webhook.Option{webhook.WithLogger(log), webhook.WithMetrics(metrics)}
 	if cfg.SweeperFunctionName != "" {
 		opts = append(opts, webhook.WithNudger(nudge.NewLambda(awslambda.NewFromConfig(aws), cfg.SweeperFunctionName)))
 	}

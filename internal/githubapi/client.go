@@ -135,6 +135,10 @@ type Stats struct {
 	// RateLimited counts calls answered with a rate-limit error, and calls refused
 	// locally because the installation was still rate limited.
 	RateLimited int
+	// RateRemaining is the primary rate limit left as the latest answer that
+	// carried X-RateLimit-* headers said; RateKnown is false until one did.
+	RateRemaining int
+	RateKnown     bool
 }
 
 // Stats returns the counts since the client was made.
@@ -312,6 +316,11 @@ func (c *Client) call(ctx context.Context, what string, do func(context.Context)
 	c.stats.Calls++
 	c.mu.Unlock()
 	resp, err := do(ctx)
+	if resp != nil && resp.Rate.Limit > 0 {
+		c.mu.Lock()
+		c.stats.RateRemaining, c.stats.RateKnown = resp.Rate.Remaining, true
+		c.mu.Unlock()
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, c.classify(resp, err))
 	}

@@ -56,6 +56,12 @@ type Status struct {
 	// be pulled, an unschedulable pod, a crash loop, a pod the controller cannot
 	// create), as the last sweep saw them.
 	Stuck map[string]string `dynamodbav:"stuck,omitempty"`
+	// Extended counts the reservations of waiting jobs the last sweep extended.
+	Extended int `dynamodbav:"extended,omitempty"`
+	// Failed: the last sweep's reconcile failed. Errors keeps the latest failures
+	// (see RecordOutcome).
+	Failed bool         `dynamodbav:"failed,omitempty"`
+	Errors []SweepError `dynamodbav:"errors,omitempty"`
 	// DecidedAt and Reason describe the last decision.
 	DecidedAt time.Time `dynamodbav:"decidedAt"`
 	Reason    string    `dynamodbav:"reason"`

@@ -1,12 +1,19 @@
 package reconcile
 
 import (
-	"encoding/json"
 	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 )
 
 // emit logs one line per pool sweep and writes its CloudWatch Embedded Metric
-// Format record (namespace runnerscaler, dimension Pool) to opts.Metrics.
+// Format record (namespace runnerscaler, dimension Pool) to opts.Metrics: the
+// runners by phase and what the sweep did, and the pool's queue as the decision
+// saw it — queued jobs, the oldest one's age, whether the pool is saturated or a
+// scale-down is held, reservations extended (by the sweeper, before the
+// reconcile), runners pending with a known reason, and the registration time of
+// runners GitHub listed for the first time.
 func (r *Reconciler) emit(s *sweep, took time.Duration) {
 	ph := s.st.Phases
 	s.log.Info("pool reconciled", "desired", s.d.Desired, "phases", ph, "created", s.created, "marked", s.marked,
@@ -14,23 +21,63 @@ func (r *Reconciler) emit(s *sweep, took time.Duration) {
 	if r.opts.Metrics == nil {
 		return
 	}
-	values := map[string]any{
-		"Desired": s.d.Desired, "Running": ph[string(Running)], "Pending": ph[string(Pending)],
-		"Created": s.created, "Deleting": ph[string(Stopping)] + ph[string(Terminating)],
-		"GitHubCalls": s.gh.callCount(), "SweepDuration": took.Milliseconds(),
+	if err := r.opts.Metrics.Write(emf.Record{Time: s.now, Dimensions: map[string]string{"Pool": s.p.Name},
+		Metrics: r.poolMetrics(s, took)}); err != nil {
+		s.log.Warn("cannot write the pool's metrics", "error", err)
 	}
-	metrics := []map[string]string{}
-	for _, name := range []string{"Desired", "Running", "Pending", "Created", "Deleting", "GitHubCalls"} {
-		metrics = append(metrics, map[string]string{"Name": name, "Unit": "Count"})
+}
+
+func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
+	ph := s.st.Phases
+	oldest := 0.0
+	if !s.d.OldestQueued.IsZero() {
+		oldest = s.now.Sub(s.d.OldestQueued).Seconds()
 	}
-	metrics = append(metrics, map[string]string{"Name": "SweepDuration", "Unit": "Milliseconds"})
-	values["Pool"] = s.p.Name
-	values["_aws"] = map[string]any{
-		"Timestamp": s.now.UnixMilli(),
-		"CloudWatchMetrics": []any{map[string]any{
-			"Namespace": "runnerscaler", "Dimensions": [][]string{{"Pool"}}, "Metrics": metrics,
-		}},
+	ms := []emf.Metric{
+		{Name: "Desired", Unit: emf.Count, Value: float64(s.d.Desired)},
+		{Name: "Running", Unit: emf.Count, Value: float64(ph[string(Running)])},
+		{Name: "Pending", Unit: emf.Count, Value: float64(ph[string(Pending)])},
+		{Name: "Created", Unit: emf.Count, Value: float64(s.created)},
+		{Name: "Deleting", Unit: emf.Count, Value: float64(ph[string(Stopping)] + ph[string(Terminating)])},
+		{Name: "GitHubCalls", Unit: emf.Count, Value: float64(s.gh.callCount())},
+		{Name: "SweepDuration", Unit: emf.Milliseconds, Value: float64(took.Milliseconds())},
+		{Name: "QueuedJobs", Unit: emf.Count, Value: float64(s.d.Queued)},
+		{Name: "OldestQueuedAge", Unit: emf.Seconds, Value: oldest},
+		{Name: "Saturated", Unit: emf.None, Value: flag(s.d.Saturated)},
+		{Name: "Held", Unit: emf.None, Value: flag(s.d.Held)},
+		{Name: "Extended", Unit: emf.Count, Value: float64(s.st.Extended)},
+		{Name: "PendingWithReason", Unit: emf.Count, Value: float64(len(s.stuck))},
 	}
-	line, _ := json.Marshal(values)
-	_, _ = r.opts.Metrics.Write(append(line, '\n'))
+	if rate, ok := r.rateRemaining(); ok {
+		ms = append(ms, emf.Metric{Name: "GitHubRateRemaining", Unit: emf.Count, Value: float64(rate)})
+	}
+	if len(s.registrations) > 0 {
+		values := make([]float64, len(s.registrations))
+		for i, d := range s.registrations {
+			values[i] = d.Seconds()
+		}
+		ms = append(ms, emf.Metric{Name: "RunnerRegistrationTime", Unit: emf.Seconds, Values: values})
+	}
+	return ms
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rateStats is the part of githubapi.Client that says how much rate limit is left.
+type rateStats interface{ Stats() githubapi.Stats }
+
+// rateRemaining is the primary rate limit left as GitHub last said, if the
+// GitHub client tells (githubapi.Client does, after its first answer).
+func (r *Reconciler) rateRemaining() (int, bool) {
+	rs, ok := r.gh.(rateStats)
+	if !ok {
+		return 0, false
+	}
+	st := rs.Stats()
+	return st.RateRemaining, st.RateKnown
 }

@@ -27,7 +27,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -39,6 +38,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -54,8 +54,8 @@ type Options struct {
 	RecreationDelay time.Duration
 	// GitHubURL is where runners register (default https://github.com).
 	GitHubURL string
-	// Metrics receives one CloudWatch Embedded Metric Format line per pool sweep (nil: none).
-	Metrics io.Writer
+	// Metrics receives one CloudWatch Embedded Metric Format record per pool sweep (nil: none).
+	Metrics *emf.Writer
 	// CleanupInterval: cleanup runs at least this often (default 1h; also after
 	// creations and failed ones, see cleanupDue).
 	CleanupInterval time.Duration
@@ -141,6 +141,9 @@ type sweep struct {
 	orphans []*corev1.Pod
 	// createFailed: a creation failed in this sweep (cleanup runs).
 	createFailed bool
+	// registrations: for each runner this sweep first saw GitHub list, how long
+	// after its creation (a metric).
+	registrations []time.Duration
 }
 
 // Reconcile brings the pool's runners in line with d and records phases and the

@@ -79,6 +79,7 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 		if err := r.annotatePod(ctx, rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
 			return err // the next sweep records it
 		}
+		s.registrations = append(s.registrations, s.now.Sub(rn.createdAt()))
 		if rn.phase == TimedOut {
 			rn.phase = Running
 		}

@@ -92,6 +92,10 @@ type Delivery struct {
 	Amount int
 	// Duration is how long the reservation lives without news (the trigger's duration).
 	Duration time.Duration
+	// RunnerID and RunnerName name the runner that took the job, as `in_progress`
+	// and `completed` deliveries carry them (zero and empty before a runner took it).
+	RunnerID   int64
+	RunnerName string
 }
 
 // Reservation is a stored job item.
@@ -107,6 +111,14 @@ type Reservation struct {
 	ExpirationTime time.Time `dynamodbav:"-"`
 	// Extensions counts how often the sweeper extended the reservation of a waiting job.
 	Extensions int `dynamodbav:"extensions"`
+	// RunnerID and RunnerName: the runner that took the job (see Delivery), as the
+	// latest applied delivery that named one said.
+	RunnerID   int64  `dynamodbav:"runnerId,omitempty"`
+	RunnerName string `dynamodbav:"runnerName,omitempty"`
+	// Seen: the delivery that moved the job into each state, by state (see Trail).
+	SeenQueued     *Seen `dynamodbav:"seenQueued,omitempty"`
+	SeenInProgress *Seen `dynamodbav:"seenInProgress,omitempty"`
+	SeenCompleted  *Seen `dynamodbav:"seenCompleted,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -180,7 +192,9 @@ func jobKey(jobID int64) string { return "JOB#" + strconv.FormatInt(jobID, 10) }
 // when the item is created (the first delivery seen) and never changed; the
 // expiration time is restarted by every applied delivery. The same write puts the
 // item in the active index (queued, in_progress) or takes it out (completed), so
-// the index follows the state under the same condition. Errors are DynamoDB
+// the index follows the state under the same condition, and so do the runner
+// that took the job (when d names one) and the delivery's place in the job's
+// trail (Trail): a stale delivery changes none of them. Errors are DynamoDB
 // failures after the SDK's retries; the caller should report them so GitHub can
 // redeliver.
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
@@ -200,6 +214,12 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 		":repo":     &types.AttributeValueMemberS{Value: d.Repository},
 		":delivery": &types.AttributeValueMemberS{Value: d.DeliveryID},
 	}
+	names := map[string]string{
+		"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
+		"#eff": "effectiveTime", "#pool": "pool", "#job": "jobId", "#run": "runId", "#repo": "repository",
+		"#delivery": "deliveryId", "#active": table.ActiveKey,
+	}
+	update += trailUpdate(d, now, names, values)
 	if d.State == Completed {
 		ttlBase = now
 		update += " REMOVE #active"
@@ -209,15 +229,11 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 	}
 	values[":ttl"] = num(ttlBase.Add(s.retention).Unix())
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 key(PoolKey(d.Pool), jobKey(d.JobID)),
-		UpdateExpression:    aws.String(update),
-		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
-		ExpressionAttributeNames: map[string]string{
-			"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
-			"#eff": "effectiveTime", "#pool": "pool", "#job": "jobId", "#run": "runId", "#repo": "repository",
-			"#delivery": "deliveryId", "#active": table.ActiveKey,
-		},
+		TableName:                 aws.String(s.table),
+		Key:                       key(PoolKey(d.Pool), jobKey(d.JobID)),
+		UpdateExpression:          aws.String(update),
+		ConditionExpression:       aws.String("attribute_not_exists(#state) OR #state < :state"),
+		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
 	var ccf *types.ConditionalCheckFailedException

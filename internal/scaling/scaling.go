@@ -41,6 +41,9 @@ type Decision struct {
 	// Queued sums the amounts of active reservations whose job still waits for a
 	// runner (state queued).
 	Queued int
+	// OldestQueued is the effective time (first delivery seen) of the oldest active
+	// reservation whose job still waits; zero when none waits.
+	OldestQueued time.Time
 	// Saturated is true when the reservations ask for more than maxReplicas allows.
 	Saturated bool
 	// Held is true when a decrease is being held back by the scale-down delay.
@@ -77,6 +80,9 @@ func Decide(p *pool.Pool, reservations []reservation.Reservation, prev Previous,
 		d.Reservations++
 		if r.State == reservation.Queued {
 			d.Queued += r.Amount
+			if d.OldestQueued.IsZero() || r.EffectiveTime.Before(d.OldestQueued) {
+				d.OldestQueued = r.EffectiveTime
+			}
 		}
 		next = append(next, r.ExpirationTime)
 		if r.EffectiveTime.After(d.EffectiveTime) {

@@ -145,3 +145,24 @@ func at(s string) time.Time {
 	}
 	return t
 }
+
+// TestOldestQueued: the oldest waiting job among active reservations; in-progress,
+// completed and expired ones do not count.
+func TestOldestQueued(t *testing.T) {
+	t.Parallel()
+	p := parsePool(t, "")
+	later := now.Add(10 * time.Minute)
+	rs := []reservation.Reservation{
+		res(1, now.Add(-3*time.Minute), later, reservation.InProgress),
+		res(1, now.Add(-4*time.Minute), now, reservation.Queued), // expired
+		res(1, now.Add(-2*time.Minute), later, reservation.Queued),
+		res(1, now.Add(-time.Minute), later, reservation.Queued),
+		res(1, now.Add(-5*time.Minute), later, reservation.Completed),
+	}
+	if d := scaling.Decide(p, rs, scaling.Previous{}, now); !d.OldestQueued.Equal(now.Add(-2 * time.Minute)) {
+		t.Fatalf("OldestQueued = %s, want %s", d.OldestQueued, now.Add(-2*time.Minute))
+	}
+	if d := scaling.Decide(p, rs[:1], scaling.Previous{}, now); !d.OldestQueued.IsZero() {
+		t.Fatalf("OldestQueued with no queued job = %s, want zero", d.OldestQueued)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -64,6 +65,8 @@ type Options struct {
 	MaxWait time.Duration
 	// Recoverer, when set, redelivers lost webhook deliveries on each scheduled sweep.
 	Recoverer Recoverer
+	// Metrics, when set, receives the count of redelivered deliveries (Redeliveries).
+	Metrics *emf.Writer
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
 	// arrived while it held the lease (default 100); then it lets the lease go
 	// regardless, so the next nudge or tick takes over.
@@ -173,6 +176,10 @@ func (s *Sweeper) recover(ctx context.Context) {
 		return
 	}
 	n, err := s.opts.Recoverer.Recover(ctx)
+	if merr := s.opts.Metrics.Write(emf.Record{Time: s.clock.Now(), Dimensions: map[string]string{},
+		Metrics: []emf.Metric{{Name: "Redeliveries", Unit: emf.Count, Value: float64(n)}}}); merr != nil {
+		s.log.WarnContext(ctx, "cannot write the redelivery metric", "error", merr)
+	}
 	if err != nil {
 		s.log.WarnContext(ctx, "recovering lost webhook deliveries", "error", err, "redelivered", n)
 	} else if n > 0 {
@@ -355,6 +362,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, lo
 	if err != nil {
 		return err
 	}
+	st.Extended = extended
 	var recErr error
 	if s.reconciler != nil {
 		// What the reconcile did (runners created: the last sync time) is recorded
@@ -364,6 +372,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, lo
 		}
 	}
 	st.Desired, st.LastScaleOut, st.DecidedAt, st.Reason, st.NextChange = d.Desired, d.LastScaleOut, now, d.Reason, d.NextChange
+	st.RecordOutcome(now, recErr)
 	if _, err := s.status.Put(ctx, st); err != nil {
 		return errors.Join(recErr, err)
 	}

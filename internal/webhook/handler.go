@@ -27,6 +27,7 @@ import (
 	"github.com/google/go-github/v88/github"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -57,6 +58,7 @@ type Handler struct {
 	clock   clock.PassiveClock
 	log     *slog.Logger
 	maxBody int
+	metrics *emf.Writer
 }
 
 // Option configures a Handler.
@@ -100,6 +102,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if err != nil {
 			resp = Response{http.StatusBadRequest, "body is flagged base64 but is not valid base64"}
 			h.log.WarnContext(ctx, "webhook delivery", "status", resp.Status, "reason", resp.Reason)
+			h.count(ctx, resp, nil)
 		}
 		body = decoded
 	}
@@ -142,6 +145,7 @@ func (h *Handler) Serve(ctx context.Context, hdr map[string]string, body []byte)
 	attrs = append(attrs, slog.Int("status", resp.Status), slog.String("reason", resp.Reason),
 		slog.Duration("took", h.clock.Since(start)))
 	log.LogAttrs(ctx, level, "webhook delivery", attrs...)
+	h.count(ctx, resp, attrs)
 	return resp
 }
 
@@ -182,19 +186,23 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	attrs := []slog.Attr{slog.String("action", job.action), slog.Int64("job", job.id),
 		slog.String("repository", job.route.Repository), slog.Any("labels", job.route.Labels)}
+	if job.runnerName != "" {
+		attrs = append(attrs, slog.String("runner", job.runnerName), slog.Int64("runnerId", job.runnerID))
+	}
 	state, ok := reservation.ParseState(job.action)
 	if !ok {
 		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
 	}
 	p, why := h.pools.Route(job.route)
 	if p == nil {
-		return Response{http.StatusAccepted, "no matching pool: " + why}, attrs
+		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
+		return Response{http.StatusAccepted, "no matching pool: " + why}, append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
 	}
 	attrs = append(attrs, slog.String("pool", p.Name))
 	amount, duration := p.Trigger()
 	outcome, err := h.store.Record(ctx, reservation.Delivery{
 		Pool: p.Name, JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, Amount: amount, Duration: duration,
+		State: state, Amount: amount, Duration: duration, RunnerID: job.runnerID, RunnerName: job.runnerName,
 	})
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
@@ -222,6 +230,9 @@ type job struct {
 	id, runID int64
 	action    string
 	route     pool.Job
+	// runnerID and runnerName: the runner that took the job (in_progress, completed).
+	runnerID   int64
+	runnerName string
 }
 
 // payload is the part of a workflow_job delivery the handler reads. go-github's
@@ -229,9 +240,11 @@ type job struct {
 type payload struct {
 	Action      string `json:"action"`
 	WorkflowJob *struct {
-		ID     int64    `json:"id"`
-		RunID  int64    `json:"run_id"`
-		Labels []string `json:"labels"`
+		ID         int64    `json:"id"`
+		RunID      int64    `json:"run_id"`
+		Labels     []string `json:"labels"`
+		RunnerID   int64    `json:"runner_id"`
+		RunnerName string   `json:"runner_name"`
 	} `json:"workflow_job"`
 	Repository struct {
 		FullName string `json:"full_name"`
@@ -269,7 +282,7 @@ func parseJob(body []byte) (job, error) {
 		org = p.Repository.Owner.Login
 	}
 	return job{
-		id: wj.ID, runID: wj.RunID, action: p.Action,
+		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName,
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
 	}, nil

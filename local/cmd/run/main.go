@@ -98,25 +98,35 @@ func run(f flags) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "run: runner image %s, imported as %s\n", img, LocalImage)
-	l, err := startLoop(ctx, s, cfg, f, log)
+	tableName := "runnerscaler-" + time.Now().UTC().Format("20060102-150405")
+	l, err := startLoop(ctx, s, cfg, f, tableName, log)
 	if err != nil {
 		return err
 	}
 	defer l.Stop()
 	fmt.Fprintf(os.Stderr, "run: webhook %s (secret %q), %d jobs, logs in %s, KUBECONFIG=%s\n",
 		l.WebhookURL, f.secret, len(jobs), f.logFile, s.Kubeconfig)
+	hint := statusHint(filepath.Dir(s.Kubeconfig), tableName, f.pools)
 	go l.Play(ctx, jobs)
-	view(ctx, l, len(jobs), f.untilIdle)
+	view(ctx, l, len(jobs), f.untilIdle, hint)
 	summary(l)
+	fmt.Println(hint)
 	return nil
 }
 
 // LocalImage is the runner image's name in local/pools.yaml.
 const LocalImage = "localhost/runnerscaler/runner:local"
 
-func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, log *slog.Logger) (*loop.Loop, error) {
+// statusHint says how to ask `runnerscaler status` about the running loop (from
+// another terminal, while it runs): the stack's env file sets the endpoint, the
+// kubeconfig and local AWS credentials.
+func statusHint(dir, tableName, pools string) string {
+	return fmt.Sprintf("status: source %s/env && go run ./cmd/runnerscaler status -table %s -pools %s  (POOL, --job ID, -o json)",
+		dir, tableName, pools)
+}
+
+func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, tableName string, log *slog.Logger) (*loop.Loop, error) {
 	db := s.DynamoDB()
-	tableName := "runnerscaler-" + time.Now().UTC().Format("20060102-150405")
 	if err := table.Create(ctx, db, tableName); err != nil {
 		return nil, err
 	}
@@ -137,7 +147,7 @@ func startLoop(ctx context.Context, s *stack.Stack, cfg *pool.Config, f flags, l
 
 // view refreshes a table per pool every second until ctx ends (or, with
 // untilIdle, the stream is done and no runner is left).
-func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool) {
+func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool, hint string) {
 	start := time.Now()
 	tty := isTTY()
 	t := time.NewTicker(time.Second)
@@ -153,7 +163,7 @@ func view(ctx context.Context, l *loop.Loop, total int, untilIdle bool) {
 		if tty {
 			b.WriteString("\033[H\033[2J")
 		}
-		fmt.Fprintf(&b, "runnerscaler local loop — %s — webhook %s — Ctrl-C stops\n\n", time.Since(start).Round(time.Second), l.WebhookURL)
+		fmt.Fprintf(&b, "runnerscaler local loop — %s — webhook %s — Ctrl-C stops\n%s\n\n", time.Since(start).Round(time.Second), l.WebhookURL, hint)
 		fmt.Fprintf(&b, "%-14s %7s %8s %8s %8s %9s %8s %6s %9s %9s\n", "POOL", "QUEUED", "DESIRED", "PENDING", "RUNNING", "STOPPING", "JOBS-ON", "DONE", "WAIT-P50", "WAIT-P95")
 		done, idle := 0, true
 		for _, s := range stats {

@@ -1,0 +1,100 @@
+package reservation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/table"
+)
+
+// Seen is the delivery that moved a job into a state, and when it was recorded.
+type Seen struct {
+	State      State  `dynamodbav:"-"`
+	DeliveryID string `dynamodbav:"id"`
+	AtMillis   int64  `dynamodbav:"at"`
+}
+
+// At is when the delivery was recorded.
+func (s Seen) At() time.Time { return time.UnixMilli(s.AtMillis).UTC() }
+
+// seenAttribute is the item attribute holding the Seen of state.
+func seenAttribute(state State) string {
+	switch state {
+	case Queued:
+		return "seenQueued"
+	case InProgress:
+		return "seenInProgress"
+	}
+	return "seenCompleted"
+}
+
+// Trail lists the deliveries that moved the job forward, in state order. A state
+// the job skipped (its delivery lost, or overtaken by a later one) is missing.
+func (r Reservation) Trail() []Seen {
+	var out []Seen
+	for _, s := range []struct {
+		state State
+		seen  *Seen
+	}{{Queued, r.SeenQueued}, {InProgress, r.SeenInProgress}, {Completed, r.SeenCompleted}} {
+		if s.seen != nil {
+			seen := *s.seen
+			seen.State = s.state
+			out = append(out, seen)
+		}
+	}
+	return out
+}
+
+// trailUpdate is the part of Record's SET clause that records the delivery in the
+// job's trail and, when it names one, the runner that took the job. It adds the
+// names and values it uses.
+func trailUpdate(d Delivery, now time.Time, names map[string]string, values map[string]types.AttributeValue) string {
+	names["#seen"] = seenAttribute(d.State)
+	values[":seen"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+		"id": &types.AttributeValueMemberS{Value: d.DeliveryID}, "at": num(now.UnixMilli()),
+	}}
+	update := ", #seen = :seen"
+	if d.RunnerID != 0 {
+		names["#runnerId"], values[":runnerId"] = "runnerId", num(d.RunnerID)
+		update += ", #runnerId = :runnerId"
+	}
+	if d.RunnerName != "" {
+		names["#runnerName"], values[":runnerName"] = "runnerName", &types.AttributeValueMemberS{Value: d.RunnerName}
+		update += ", #runnerName = :runnerName"
+	}
+	return update
+}
+
+// Job reads one job's item with strong consistency, whatever its state; ok is
+// false when the pool has no item for the job (never seen, or removed by TTL a
+// day after it stopped mattering).
+func (s *Store) Job(ctx context.Context, pool string, job int64) (r Reservation, ok bool, err error) {
+	return s.get(ctx, pool, job)
+}
+
+// Unfinished returns the pool's jobs still queued or in progress, whether or not
+// their reservation expired (a job whose `completed` was lost stays until TTL
+// removes its item). It reads the active index, so a delivery recorded a moment
+// before may be missing. It is for looking at a pool (the status command); the
+// sweeper counts capacity with Active.
+func (s *Store) Unfinished(ctx context.Context, pool string) ([]Reservation, error) {
+	items, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		IndexName:                aws.String(table.ActiveIndex),
+		KeyConditionExpression:   aws.String("#active = :pk"),
+		FilterExpression:         aws.String("#state < :completed"),
+		ExpressionAttributeNames: map[string]string{"#active": table.ActiveKey, "#state": "state"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: PoolKey(pool)}, ":completed": num(int64(Completed)),
+		},
+	}, pool)
+	if err != nil {
+		return nil, fmt.Errorf("reading unfinished jobs: %w", err)
+	}
+	return decode(items, pool)
+}

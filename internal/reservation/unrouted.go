@@ -1,0 +1,98 @@
+package reservation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/table"
+)
+
+// UnroutedKey is the partition of the jobs that asked for a self-hosted runner
+// but matched no pool, kept so that an operator can see why they wait
+// (PK=UNROUTED, SK=JOB#<jobId>). They reserve nothing.
+const UnroutedKey = "UNROUTED"
+
+// Unrouted is a job no pool matched, as its latest delivery described it.
+type Unrouted struct {
+	JobID      int64    `dynamodbav:"jobId"`
+	Repository string   `dynamodbav:"repository"`
+	Labels     []string `dynamodbav:"labels"`
+	// Reason says why no pool matched (pool.Config.Route).
+	Reason     string `dynamodbav:"reason"`
+	DeliveryID string `dynamodbav:"deliveryId"`
+	State      State  `dynamodbav:"state"`
+	// FirstSeen is when its first delivery was recorded.
+	FirstSeen time.Time `dynamodbav:"-"`
+
+	FirstSeenMillis int64 `dynamodbav:"firstSeen"`
+}
+
+// RecordUnrouted keeps u for a day (DefaultRetention), moving its state only
+// forward as Record does; a stale delivery changes nothing. Errors are DynamoDB
+// failures.
+func (s *Store) RecordUnrouted(ctx context.Context, u Unrouted) error {
+	now := s.clock.Now()
+	labels, err := attributevalue.Marshal(u.Labels)
+	if err != nil {
+		return fmt.Errorf("encoding the labels of job %d: %w", u.JobID, err)
+	}
+	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table),
+		Key:       key(UnroutedKey, jobKey(u.JobID)),
+		UpdateExpression: aws.String("SET #state = :state, #job = :job, #repo = :repo, #labels = :labels, #reason = :reason, " +
+			"#delivery = :delivery, #first = if_not_exists(#first, :now), #ttl = :ttl"),
+		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
+		ExpressionAttributeNames: map[string]string{"#state": "state", "#job": "jobId", "#repo": "repository",
+			"#labels": "labels", "#reason": "reason", "#delivery": "deliveryId", "#first": "firstSeen", "#ttl": table.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":state": num(int64(u.State)), ":job": num(u.JobID), ":repo": &types.AttributeValueMemberS{Value: u.Repository},
+			":labels": labels, ":reason": &types.AttributeValueMemberS{Value: u.Reason},
+			":delivery": &types.AttributeValueMemberS{Value: u.DeliveryID}, ":now": num(now.UnixMilli()),
+			":ttl": num(now.Add(s.retention).Unix()),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("recording unrouted job %d: %w", u.JobID, err)
+	}
+	return nil
+}
+
+// UnroutedQueued returns the unrouted jobs still queued, recorded within the last
+// DefaultRetention (older items wait for TTL).
+func (s *Store) UnroutedQueued(ctx context.Context) ([]Unrouted, error) {
+	now := s.clock.Now()
+	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		KeyConditionExpression:   aws.String("#pk = :pk"),
+		FilterExpression:         aws.String("#state = :queued AND #first > :since"),
+		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#state": "state", "#first": "firstSeen"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: UnroutedKey}, ":queued": num(int64(Queued)),
+			":since": num(now.Add(-s.retention).UnixMilli()),
+		},
+	})
+	var out []Unrouted
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("querying unrouted jobs: %w", err)
+		}
+		var us []Unrouted
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &us); err != nil {
+			return nil, fmt.Errorf("decoding unrouted jobs: %w", err)
+		}
+		out = append(out, us...)
+	}
+	for i := range out {
+		out[i].FirstSeen = time.UnixMilli(out[i].FirstSeenMillis).UTC()
+	}
+	return out, nil
+}

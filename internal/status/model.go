@@ -1,0 +1,135 @@
+package status
+
+import "time"
+
+// Input is one pool as gathered: its spec, its unfinished jobs, what the last
+// sweep recorded and its runners as the cluster shows them now.
+type Input struct {
+	Pool        string
+	MinReplicas int
+	MaxReplicas int
+	// Jobs are the pool's queued and in-progress jobs, expired reservations included.
+	Jobs []Job
+	// Sweep is the last sweep's record; nil when the pool was never swept.
+	Sweep *Sweep
+	// Runners are the pool's runners (one StatefulSet each), Busy not yet set.
+	Runners []Runner
+}
+
+// Job is one workflow job the product recorded.
+type Job struct {
+	ID         int64  `json:"id"`
+	RunID      int64  `json:"runId,omitempty"`
+	Pool       string `json:"pool"`
+	Repository string `json:"repository"`
+	// State is queued, in_progress or completed.
+	State string `json:"state"`
+	// Amount is the capacity the job reserves.
+	Amount int `json:"amount"`
+	// FirstSeen is when its first delivery was recorded (the effective time).
+	FirstSeen time.Time `json:"firstSeen"`
+	// Expires is when its reservation stops counting unless news arrive.
+	Expires time.Time `json:"expires"`
+	// AgeSeconds is how long ago it was first seen (set by Build and Trace).
+	AgeSeconds float64 `json:"ageSeconds"`
+	// Waiting says why a queued job has no runner yet (set by Build).
+	Waiting string `json:"waiting,omitempty"`
+	// RunnerID and RunnerName: the runner that took it (from in_progress or completed).
+	RunnerID   int64  `json:"runnerId,omitempty"`
+	RunnerName string `json:"runnerName,omitempty"`
+	// Extensions counts how often the sweeper extended its reservation.
+	Extensions int `json:"extensions,omitempty"`
+	// Deliveries are those that moved it forward, in state order.
+	Deliveries []Delivery `json:"deliveries,omitempty"`
+}
+
+// Delivery is the delivery that moved a job into State.
+type Delivery struct {
+	State string    `json:"state"`
+	ID    string    `json:"id"`
+	At    time.Time `json:"at"`
+}
+
+// Sweep is what the last sweep of a pool recorded (its status item).
+type Sweep struct {
+	At       time.Time `json:"at"`
+	Failed   bool      `json:"failed"`
+	Desired  int       `json:"desired"`
+	Reason   string    `json:"reason"`
+	Extended int       `json:"extended,omitempty"`
+	// Stuck: why runners that are not running were held up, by runner.
+	Stuck  map[string]string `json:"stuck,omitempty"`
+	Errors []SweepError      `json:"recentErrors,omitempty"`
+}
+
+// SweepError is one recent failed sweep.
+type SweepError struct {
+	At    time.Time `json:"at"`
+	Error string    `json:"error"`
+}
+
+// Runner phases as the status shows them.
+const (
+	PhasePending     = "pending"
+	PhaseRunning     = "running"
+	PhaseStopping    = "stopping"
+	PhaseTerminating = "terminating"
+	PhaseCompleted   = "completed"
+)
+
+// Runner is one runner: its StatefulSet and pod.
+type Runner struct {
+	// Name is the runner's name on GitHub and its pod's name.
+	Name string `json:"name"`
+	// StatefulSet owns the pod.
+	StatefulSet string `json:"statefulSet"`
+	Phase       string `json:"phase"`
+	// GitHubID is the runner's id on GitHub (0: not known yet).
+	GitHubID int64 `json:"githubId,omitempty"`
+	// Busy: a job in progress names this runner; Job is that job.
+	Busy bool  `json:"busy"`
+	Job  int64 `json:"job,omitempty"`
+	// Created is when the sweeper created it.
+	Created time.Time `json:"created"`
+	// Reason says why a runner that is not running is held up ("" when nothing is known).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Pool is one pool's part of a Report.
+type Pool struct {
+	Name        string `json:"name"`
+	MinReplicas int    `json:"minReplicas"`
+	MaxReplicas int    `json:"maxReplicas"`
+	// Desired is the last sweep's decision (0 when never swept).
+	Desired  int `json:"desired"`
+	Running  int `json:"running"`
+	Pending  int `json:"pending"`
+	Stopping int `json:"stopping"`
+	// Saturated: the active reservations ask for more than maxReplicas.
+	Saturated bool `json:"saturated"`
+	// Queued are the jobs waiting for a runner, oldest first, each with why.
+	Queued     []Job `json:"queued"`
+	InProgress []Job `json:"inProgress"`
+	// LastSweep is nil when the pool was never swept.
+	LastSweep *Sweep   `json:"lastSweep,omitempty"`
+	Runners   []Runner `json:"runners"`
+}
+
+// Report is every pool at one instant.
+type Report struct {
+	At    time.Time `json:"at"`
+	Pools []Pool    `json:"pools"`
+	// Unrouted are recent jobs no pool matched, with why.
+	Unrouted []Job `json:"unrouted,omitempty"`
+}
+
+// Trace is one job followed from its deliveries to its runner.
+type Trace struct {
+	Job Job `json:"job"`
+	// Active: the reservation holds capacity now (unfinished, not expired).
+	Active bool `json:"active"`
+	// Runner is the runner that took the job, as the cluster shows it now; nil
+	// when none took it or it is gone (RunnerGone).
+	Runner     *Runner `json:"runner,omitempty"`
+	RunnerGone bool    `json:"runnerGone,omitempty"`
+}

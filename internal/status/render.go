@@ -1,0 +1,251 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// JSON writes v (a Report, Pool or Trace) as indented JSON, for scripts.
+func JSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding status: %w", err)
+	}
+	return nil
+}
+
+// table is a tabwriter with the first write error kept.
+type table struct {
+	tw  *tabwriter.Writer
+	err error
+}
+
+func newTable(w io.Writer) *table { return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)} }
+
+func (t *table) row(cells ...string) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+	}
+}
+
+func (t *table) line(format string, args ...any) {
+	if t.err == nil {
+		_, t.err = fmt.Fprintf(t.tw, format+"\n", args...)
+	}
+}
+
+func (t *table) flush() error {
+	if t.err != nil {
+		return fmt.Errorf("writing status: %w", t.err)
+	}
+	if err := t.tw.Flush(); err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+// RenderReport prints every pool in one table, then the waiting jobs with why,
+// the runners held up, the unrouted jobs and the recent errors.
+func RenderReport(w io.Writer, r Report) error {
+	t := newTable(w)
+	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "MAX", "SATURATED", "LAST SWEEP")
+	for _, p := range r.Pools {
+		t.row(p.Name, itoa(p.Desired), itoa(p.Running), itoa(p.Pending), itoa(p.Stopping), itoa(len(p.Queued)),
+			oldest(p.Queued), itoa(p.MaxReplicas), yes(p.Saturated), sweepCell(r.At, p.LastSweep))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	var queued, held []string
+	for _, p := range r.Pools {
+		for _, j := range p.Queued {
+			queued = append(queued, strings.Join([]string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+		}
+		for _, rn := range p.Runners {
+			if rn.Reason != "" && rn.Phase == PhasePending {
+				held = append(held, strings.Join([]string{p.Name, rn.Name, oneLine(rn.Reason)}, "\t"))
+			}
+		}
+	}
+	section(t, w, "QUEUED JOBS", []string{"POOL", "JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
+	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
+	var unrouted, errs []string
+	for _, j := range r.Unrouted {
+		unrouted = append(unrouted, strings.Join([]string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+	}
+	section(t, w, "JOBS NO POOL MATCHED", []string{"JOB", "REPOSITORY", "STATE", "AGE", "WHY"}, unrouted)
+	for _, p := range r.Pools {
+		for _, e := range recentErrors(p.LastSweep) {
+			errs = append(errs, strings.Join([]string{p.Name, ago(r.At, e.At), oneLine(e.Error)}, "\t"))
+		}
+	}
+	section(t, w, "RECENT SWEEP ERRORS", []string{"POOL", "WHEN", "ERROR"}, errs)
+	return t.err
+}
+
+// section prints a titled table when it has rows.
+func section(t *table, w io.Writer, title string, header, rows []string) {
+	if len(rows) == 0 || t.err != nil {
+		return
+	}
+	st := newTable(w)
+	st.line("\n%s", title)
+	st.row(header...)
+	for _, r := range rows {
+		st.row(r)
+	}
+	t.err = st.flush()
+}
+
+// RenderPool prints one pool: its counts and last sweep, its runners (phase,
+// GitHub id, busy), its queued jobs with why, and its recent errors.
+func RenderPool(w io.Writer, at time.Time, p Pool) error {
+	t := newTable(w)
+	t.line("pool %s: desired %d (min %d, max %d), running %d, pending %d, stopping %d, saturated %s",
+		p.Name, p.Desired, p.MinReplicas, p.MaxReplicas, p.Running, p.Pending, p.Stopping, yes(p.Saturated))
+	t.line("last sweep: %s", sweepCell(at, p.LastSweep))
+	if p.LastSweep != nil && p.LastSweep.Reason != "" {
+		t.line("decision: %s", p.LastSweep.Reason)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	var runners, queued, progress, errs []string
+	for _, rn := range p.Runners {
+		runners = append(runners, strings.Join([]string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), idCell(rn.Job),
+			ago(at, rn.Created), oneLine(rn.Reason)}, "\t"))
+	}
+	for _, j := range p.Queued {
+		queued = append(queued, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+	}
+	for _, j := range p.InProgress {
+		progress = append(progress, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), j.RunnerName}, "\t"))
+	}
+	for _, e := range recentErrors(p.LastSweep) {
+		errs = append(errs, strings.Join([]string{ago(at, e.At), oneLine(e.Error)}, "\t"))
+	}
+	section(t, w, "RUNNERS", []string{"NAME", "PHASE", "GITHUB ID", "BUSY", "JOB", "AGE", "REASON"}, runners)
+	section(t, w, "QUEUED JOBS", []string{"JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
+	section(t, w, "JOBS IN PROGRESS", []string{"JOB", "REPOSITORY", "AGE", "RUNNER"}, progress)
+	section(t, w, "RECENT SWEEP ERRORS", []string{"WHEN", "ERROR"}, errs)
+	return t.err
+}
+
+// RenderTrace prints one job: pool, state, reservation, runner, deliveries.
+func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
+	j := tr.Job
+	t := newTable(w)
+	t.row("job", i64(j.ID))
+	t.row("pool", orDash(j.Pool))
+	t.row("repository", j.Repository)
+	t.row("state", j.State)
+	t.row("first seen", fmt.Sprintf("%s (%s ago)", j.FirstSeen.Format(time.RFC3339), short(at.Sub(j.FirstSeen))))
+	t.row("reservation", reservationCell(at, tr))
+	if j.Waiting != "" {
+		t.row("why it waits", j.Waiting)
+	}
+	t.row("runner", runnerCell(tr))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	var rows []string
+	for _, d := range j.Deliveries {
+		at := "-"
+		if !d.At.IsZero() {
+			at = d.At.Format(time.RFC3339Nano)
+		}
+		rows = append(rows, strings.Join([]string{d.State, d.ID, at}, "\t"))
+	}
+	section(t, w, "DELIVERIES", []string{"STATE", "DELIVERY", "RECORDED"}, rows)
+	return t.err
+}
+
+func reservationCell(at time.Time, tr Trace) string {
+	j := tr.Job
+	switch {
+	case j.Pool == "":
+		return "none: no pool matched, nothing is reserved"
+	case j.State == "completed":
+		return "released (job completed)"
+	case tr.Active:
+		return fmt.Sprintf("holds %d runner(s), expires in %s (extended %d times)", j.Amount, short(j.Expires.Sub(at)), j.Extensions)
+	}
+	return fmt.Sprintf("expired %s ago: no longer counted", short(at.Sub(j.Expires)))
+}
+
+func runnerCell(tr Trace) string {
+	j := tr.Job
+	switch {
+	case j.RunnerName == "":
+		return "none took it yet"
+	case tr.Runner != nil:
+		return fmt.Sprintf("%s (GitHub id %d), StatefulSet %s, %s", j.RunnerName, j.RunnerID, tr.Runner.StatefulSet, tr.Runner.Phase)
+	}
+	return fmt.Sprintf("%s (GitHub id %d), gone from the cluster", j.RunnerName, j.RunnerID)
+}
+
+func sweepCell(at time.Time, s *Sweep) string {
+	if s == nil {
+		return "never"
+	}
+	outcome := "ok"
+	if s.Failed {
+		outcome = "failed"
+	}
+	return fmt.Sprintf("%s ago, %s", short(at.Sub(s.At)), outcome)
+}
+
+func recentErrors(s *Sweep) []SweepError {
+	if s == nil {
+		return nil
+	}
+	return s.Errors
+}
+
+func oldest(queued []Job) string {
+	if len(queued) == 0 {
+		return "-"
+	}
+	return secs(queued[0].AgeSeconds)
+}
+
+func secs(s float64) string { return short(time.Duration(s * float64(time.Second))) }
+
+func ago(at, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return short(at.Sub(t))
+}
+
+func idCell(id int64) string {
+	if id == 0 {
+		return "-"
+	}
+	return i64(id)
+}
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func itoa(n int) string  { return strconv.Itoa(n) }
+func i64(n int64) string { return strconv.FormatInt(n, 10) }

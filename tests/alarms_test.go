@@ -1,0 +1,137 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+)
+
+// TestAlarms: the three alarms watch what the README says, and notify the topic.
+func TestAlarms(t *testing.T) {
+	t.Parallel()
+	tmpl := openTemplate(t)
+	alarms := tmpl.GetAllCloudWatchAlarmResources()
+	for name, a := range alarms {
+		if !slices.Equal(a.AlarmActions, []string{"REF:AlarmTopic"}) {
+			t.Errorf("%s notifies %v, want the AlarmTopic", name, a.AlarmActions)
+		}
+	}
+	queued, err := tmpl.GetCloudWatchAlarmWithName("OldestQueuedAgeAlarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`SELECT MAX(OldestQueuedAge) FROM SCHEMA("%s", Pool)`, emf.Namespace)
+	if len(queued.Metrics) != 1 || queued.Metrics[0].Expression == nil || *queued.Metrics[0].Expression != want {
+		t.Errorf("OldestQueuedAgeAlarm queries %+v, want %s", queued.Metrics, want)
+	}
+	if def, _ := numberDefault(rawTemplate(t), "QueuedAgeAlarmSeconds"); queued.Threshold == nil || def == nil ||
+		fmt.Sprint(*queued.Threshold) != fmt.Sprint(def) || queued.ComparisonOperator != "GreaterThanThreshold" {
+		t.Errorf("OldestQueuedAgeAlarm threshold %v %s, want > the QueuedAgeAlarmSeconds parameter (%v)", queued.Threshold, queued.ComparisonOperator, def)
+	}
+	for name, w := range map[string]struct{ namespace, metric, dimension, value string }{
+		"SweeperErrorsAlarm": {"AWS/Lambda", "Errors", "FunctionName", "REF:SweeperFunction"},
+		"Webhook5xxAlarm":    {"AWS/ApiGateway", "5xx", "ApiId", "REF:WebhookApi"},
+	} {
+		a, err := tmpl.GetCloudWatchAlarmWithName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Namespace == nil || *a.Namespace != w.namespace || a.MetricName == nil || *a.MetricName != w.metric ||
+			len(a.Dimensions) != 1 || a.Dimensions[0].Name != w.dimension || a.Dimensions[0].Value != w.value {
+			t.Errorf("%s watches %v %v %+v, want %s %s %s=%s", name, a.Namespace, a.MetricName, a.Dimensions,
+				w.namespace, w.metric, w.dimension, w.value)
+		}
+	}
+}
+
+// TestDashboard: the dashboard is valid JSON, shows every alarm and every metric
+// the functions emit.
+func TestDashboard(t *testing.T) {
+	t.Parallel()
+	d, err := openTemplate(t).GetCloudWatchDashboardWithName("Dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, ok := strings.CutPrefix(d.DashboardBody, "SUB:")
+	if !ok {
+		t.Fatalf("dashboard body is not a !Sub: %.80s", d.DashboardBody)
+	}
+	// The one substitution outside a JSON string is the alarm threshold, a number.
+	body = strings.ReplaceAll(body, "${QueuedAgeAlarmSeconds}", "900")
+	var doc struct {
+		Widgets []struct {
+			Type       string          `json:"type"`
+			Properties json.RawMessage `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(body), &doc); err != nil {
+		t.Fatalf("dashboard body is not JSON: %v", err)
+	}
+	all := body
+	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}"} {
+		if !strings.Contains(all, name) {
+			t.Errorf("dashboard does not show alarm %s", name)
+		}
+	}
+	for _, metric := range []string{"QueuedJobs", "OldestQueuedAge", "Saturated", "Held", "Extended", "PendingWithReason",
+		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining"} {
+		if !strings.Contains(all, `MetricName=\"`+metric+`\"`) && !strings.Contains(all, `"runnerscaler", "`+metric+`"`) {
+			t.Errorf("dashboard does not show metric %s", metric)
+		}
+	}
+	if len(doc.Widgets) < 8 {
+		t.Errorf("%d widgets", len(doc.Widgets))
+	}
+}
+
+// TestMetricLinesSurviveTheTemplatesLogLevels: for each LogLevel the template
+// admits, a metric line written as the functions write it (at the level Lambda
+// sets in AWS_LAMBDA_LOG_LEVEL) passes Lambda's filter — at ERROR too.
+func TestMetricLinesSurviveTheTemplatesLogLevels(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Parameters struct {
+			LogLevel struct {
+				AllowedValues []string `yaml:"AllowedValues"`
+			} `yaml:"LogLevel"`
+		} `yaml:"Parameters"`
+	}
+	raw, err := os.ReadFile("../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	levels := doc.Parameters.LogLevel.AllowedValues
+	if !slices.Contains(levels, "ERROR") {
+		t.Fatalf("LogLevel allows %v", levels)
+	}
+	for _, level := range levels {
+		var out bytes.Buffer
+		w, err := emf.NewWriter(&out, level)
+		if err != nil {
+			t.Fatalf("LogLevel %s: %v", level, err)
+		}
+		if err := w.Write(emf.Record{Dimensions: map[string]string{"Pool": "p"}, Metrics: []emf.Metric{{Name: "QueuedJobs", Value: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+		var line struct{ Level string }
+		if err := json.Unmarshal(out.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		// Lambda keeps a line whose level is at or above the configured one.
+		if slices.Index(emf.Levels, line.Level) < slices.Index(emf.Levels, level) {
+			t.Errorf("at LogLevel %s the metric line has level %q: Lambda drops it", level, line.Level)
+		}
+	}
+}
+
