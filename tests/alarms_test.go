@@ -134,4 +134,3 @@ func TestMetricLinesSurviveTheTemplatesLogLevels(t *testing.T) {
 		}
 	}
 }
-
