@@ -255,14 +255,7 @@ func TestOnlyOurFinalizerIsRemoved(t *testing.T) {
 
 // useClient gives the reconciler its own client whose requests pass through hook first.
 func (e *env) useClient(hook func(*http.Request)) {
-	e.t.Helper()
-	cfg := testenv.RESTConfig(e.t)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return hookTransport{rt: rt, hook: hook} })
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.rec = e.newReconciler(kube, e.gh)
+	e.useFailingClient(func(req *http.Request) error { hook(req); return nil })
 }
 
 // useGitHub gives the reconciler a different GitHub client.
@@ -279,16 +272,6 @@ func (e *env) newReconciler(kube kubernetes.Interface, gh reconcile.GitHub) *rec
 		e.t.Fatal(err)
 	}
 	return rec
-}
-
-type hookTransport struct {
-	rt   http.RoundTripper
-	hook func(*http.Request)
-}
-
-func (h hookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	h.hook(req)
-	return h.rt.RoundTrip(req)
 }
 
 // flakyGitHub fails RemoveRunner with a server error while failRemove is set.
