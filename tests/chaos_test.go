@@ -175,7 +175,6 @@ func (n *nodeFaults) next(t *testing.T) {
 	if !ok && kind != "drain" && kind != "pause" && kind != "kubelet" {
 		return // no target yet: try again at the next turn
 	}
-	n.i++
 	switch kind {
 	case "kill":
 		err = n.w.loop.KillRunnerProcess(&pod)
@@ -193,9 +192,13 @@ func (n *nodeFaults) next(t *testing.T) {
 		err = n.w.loop.RestartKubelet(ctx, testenv.StackDir(t))
 	}
 	if err != nil {
+		// The target went away under the fault (its container had just exited,
+		// say): the same kind is tried again at the next turn.
 		n.failed++
 		t.Logf("node fault %s on %s (job %d): %v", kind, pod.Name, busy[pod.Name], err)
+		return
 	}
+	n.i++
 }
 
 func nodeOf(pods []corev1.Pod) string {
