@@ -6,14 +6,28 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
 // RestartKubelet restarts the kubelet of the stack whose state is in dir, as
 // `systemctl restart kubelet` does on a node; see Stack.RestartKubelet.
+//
+// Restarts of one stack by several processes (test binaries of `make test` run
+// in parallel) take turns: each holds an exclusive lock on a file of the stack
+// directory and reads the state only once it has it.
 func RestartKubelet(ctx context.Context, dir string) error {
+	lock, err := os.OpenFile(filepath.Join(dir, "kubelet-restart.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("restarting the kubelet: %w", err)
+	}
+	defer lock.Close() // closing releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("restarting the kubelet: locking %s: %w", lock.Name(), err)
+	}
 	s, err := Load(dir)
 	if err != nil {
 		return fmt.Errorf("restarting the kubelet: %w", err)
@@ -32,7 +46,8 @@ func RestartKubelet(ctx context.Context, dir string) error {
 // changed is neither restarted nor killed). An error after the new kubelet
 // started (the old one had to be killed, or the node did not become Ready) still
 // leaves the new one recorded in the state. It must not run concurrently with
-// another restart or with Down of the same stack.
+// another restart (the package-level RestartKubelet serializes those) or with
+// Down of the same stack.
 func (s *Stack) RestartKubelet(ctx context.Context) error {
 	i := slices.IndexFunc(s.Procs, func(p Proc) bool { return p.Name == "kubelet" })
 	if i < 0 {
