@@ -129,3 +129,30 @@ func runsCmd(pid int, cmd []string) bool {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return err == nil && slices.Equal(strings.Split(strings.TrimSuffix(string(raw), "\x00"), "\x00"), cmd)
 }
+
+// TestConcurrentKubeletRestartsTakeTurns: two restarts at once (test binaries
+// run in parallel) leave one kubelet, the one the state names.
+func TestConcurrentKubeletRestartsTakeTurns(t *testing.T) {
+	t.Parallel()
+	dir := testenv.StackDir(t)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- stack.RestartKubelet(t.Context(), dir) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("restarting the kubelet: %v", err)
+		}
+	}
+	s, err := stack.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet, _ := s.Proc("kubelet")
+	if !runsCmd(kubelet.PID, kubelet.Cmd) {
+		t.Fatalf("the state's kubelet (pid %d) does not run", kubelet.PID)
+	}
+	if procs := processesMentioning("--root-dir=" + filepath.Join(dir, "node", "kubelet")); len(procs) != 1 {
+		t.Fatalf("kubelet processes after two concurrent restarts: %v, want one", procs)
+	}
+}
