@@ -50,12 +50,7 @@ func TestRestartKubelet(t *testing.T) {
 	}
 	pod = waitPodState(t, cs, pod, 60*time.Second, "its container running", running)
 	container := pod.Status.ContainerStatuses[0].ContainerID
-	// Running is reported once runc has started the container; its init execs
-	// the pause binary a moment later.
-	procs := processesMentioning(token)
-	for deadline := time.Now().Add(5 * time.Second); len(procs) != 1 && time.Now().Before(deadline); procs = processesMentioning(token) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	procs := awaitProcesses(token, 1)
 	if len(procs) != 1 {
 		t.Fatalf("processes running the pod's container: %v, want one", procs)
 	}

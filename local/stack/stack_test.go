@@ -243,7 +243,7 @@ func TestDown(t *testing.T) {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Running != nil
 		})
 	}
-	if procs := processesMentioning(token); len(procs) != 2 {
+	if procs := awaitProcesses(token, 2); len(procs) != 2 {
 		t.Fatalf("processes running the pods' containers: %v, want two", procs)
 	}
 	bridge := nodeBridge(t, dir)
@@ -374,6 +374,17 @@ func waitPodState(t *testing.T, cs kubernetes.Interface, pod *corev1.Pod, limit 
 }
 
 // processesMentioning lists the processes whose command line contains s.
+// awaitProcesses waits up to 5 s for n processes mentioning s: a container is
+// reported running once runc started it, and its init execs the container's
+// binary a moment later.
+func awaitProcesses(s string, n int) []string {
+	procs := processesMentioning(s)
+	for deadline := time.Now().Add(5 * time.Second); len(procs) != n && time.Now().Before(deadline); procs = processesMentioning(s) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	return procs
+}
+
 func processesMentioning(s string) []string {
 	self := os.Getpid()
 	entries, _ := os.ReadDir("/proc")
