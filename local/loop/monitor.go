@@ -250,7 +250,11 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 		}
 		life.stopped[t.ContainerID] = true
 		if old.UID != "" || t == now.State.Terminated { // a stop seen happening, not one before the watch began
-			stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
+			// A container that never started (StartError: runc could not start
+			// it) ran no job: it is counted, not judged.
+			if t.Reason != "StartError" {
+				stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
+			}
 			m.stops[fmt.Sprintf("%d %s", t.ExitCode, t.Reason)]++
 			// When it stopped, by the kubelet (to the second, so rounded up).
 			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) {
