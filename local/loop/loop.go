@@ -226,8 +226,8 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
-		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
-			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: p}) })
+		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev nudge.Event) error {
+			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: ev.Pool, Jobs: ev.Jobs, Finished: ev.Finished}) })
 			return nil
 		})))
 	}
