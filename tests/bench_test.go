@@ -2,14 +2,19 @@ package tests
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -276,4 +281,140 @@ func BenchmarkBootstraps(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCostPer1000Jobs runs the standard trace (BenchmarkStandardTrace's: 100
+// jobs for two pools, Poisson arrivals at 4/s, 0.5–2 s each, seed 42) through the
+// closed loop with every request metered, and reports per 1,000 jobs what AWS
+// bills by use: Lambda invocations and GB-seconds of the webhook and the sweeper
+// (durations measured here, in-process on this machine, each rounded up to the
+// millisecond, at template.yaml's memory sizes, also reported), DynamoDB read and
+// write request units (capacityMeter), the bytes the functions log at INFO (JSON,
+// as CloudWatch Logs ingests them) and the product's GitHub API calls.
+//
+// The trace runs on the webhook's nudges alone (no schedule); once every job is
+// done, scheduled sweeps, one every 5 s, take the pools back to zero, and count
+// as the jobs' cost: they do the teardown. Then three more scheduled sweeps of
+// the idle pools give the schedule's own cost per sweep (idle-sweep-*), which
+// does not depend on jobs: at the deployed rate, one a minute, 43,200 a month.
+// local/cmd/benchtable turns both into dollars at on-demand prices.
+func BenchmarkCostPer1000Jobs(b *testing.B) {
+	webhookMB, sweeperMB := memorySizes(b)
+	for b.Loop() {
+		meter := &capacityMeter{}
+		logs := &countingWriter{}
+		w := newWorld(b, twoPools, loop.Options{SweepEvery: 24 * time.Hour, DB: meter.client(testenv.DynamoDBClient(b)),
+			Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		trace := loop.Generate(w.cfg, 100, 4, 500*time.Millisecond, 2*time.Second, 42)
+		w.loop.Play(b.Context(), trace)
+		w.waitFor("every job completed", 5*time.Minute, func() bool {
+			return len(w.loop.Sim.Jobs()) == len(trace) && allDone(w.loop.Sim.Jobs())
+		})
+		for i := 0; !w.quiescent(); i++ {
+			if i == 24 {
+				b.Fatalf("not back to zero after %d scheduled sweeps: %v", i, w.left)
+			}
+			_ = w.loop.Sweep(b.Context())
+			time.Sleep(5 * time.Second)
+		}
+		jobs := usageOf(w, meter, logs)
+		for range 3 {
+			_ = w.loop.Sweep(b.Context())
+		}
+		idle := usageOf(w, meter, logs).minus(jobs)
+		per := 1000 / float64(len(trace))
+		gbs := func(d time.Duration, mb float64) float64 { return d.Seconds() * mb / 1024 }
+		sweeps := jobs.usage.Nudged.Count + jobs.usage.Scheduled.Count
+		b.ReportMetric(float64(jobs.usage.Webhook.Count)*per, "webhook-invocations/1k-jobs")
+		b.ReportMetric(gbs(jobs.usage.Webhook.Duration, webhookMB)*per, "webhook-GB-s/1k-jobs")
+		b.ReportMetric(float64(sweeps)*per, "sweeper-invocations/1k-jobs")
+		b.ReportMetric(gbs(jobs.usage.Nudged.Duration+jobs.usage.Scheduled.Duration, sweeperMB)*per, "sweeper-GB-s/1k-jobs")
+		b.ReportMetric(jobs.capacity.rru*per, "RRU/1k-jobs")
+		b.ReportMetric(jobs.capacity.wru*per, "WRU/1k-jobs")
+		b.ReportMetric(float64(jobs.logBytes)/1024*per, "log-KiB/1k-jobs")
+		b.ReportMetric(float64(jobs.githubCalls)*per, "github-calls/1k-jobs")
+		b.ReportMetric(float64(idle.usage.Scheduled.Duration.Milliseconds())/3, "idle-sweep-ms")
+		b.ReportMetric(idle.capacity.rru/3, "idle-sweep-RRU")
+		b.ReportMetric(idle.capacity.wru/3, "idle-sweep-WRU")
+		b.ReportMetric(float64(idle.logBytes)/1024/3, "idle-sweep-log-KiB")
+		b.ReportMetric(float64(idle.githubCalls)/3, "idle-sweep-github-calls")
+		b.ReportMetric(webhookMB, "webhook-memory-MB")
+		b.ReportMetric(sweeperMB, "sweeper-memory-MB")
+		w.noViolations()
+	}
+}
+
+// metered is what the loop used so far: invocations, DynamoDB capacity, log
+// bytes, GitHub calls.
+type metered struct {
+	usage       loop.Usage
+	capacity    capacity
+	logBytes    int64
+	githubCalls int
+}
+
+func usageOf(w *world, meter *capacityMeter, logs *countingWriter) metered {
+	return metered{usage: w.loop.Usage(), capacity: meter.read(), logBytes: logs.n.Load(), githubCalls: productCalls(w.loop.Sim.Calls())}
+}
+
+func (m metered) minus(o metered) metered {
+	sub := func(a, b loop.Invocations) loop.Invocations {
+		return loop.Invocations{Count: a.Count - b.Count, Duration: a.Duration - b.Duration}
+	}
+	return metered{
+		usage: loop.Usage{Webhook: sub(m.usage.Webhook, o.usage.Webhook), Nudged: sub(m.usage.Nudged, o.usage.Nudged),
+			Scheduled: sub(m.usage.Scheduled, o.usage.Scheduled)},
+		capacity: m.capacity.minus(o.capacity), logBytes: m.logBytes - o.logBytes, githubCalls: m.githubCalls - o.githubCalls,
+	}
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter struct{ n atomic.Int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// memorySizes reads the functions' memory sizes (MB) from template.yaml: each
+// function's MemorySize, else Globals.Function's; a !Ref takes its parameter's
+// default.
+func memorySizes(b *testing.B) (webhook, sweeper float64) {
+	b.Helper()
+	raw, err := os.ReadFile("../template.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type props struct {
+		MemorySize yaml.Node `yaml:"MemorySize"`
+	}
+	var doc struct {
+		Parameters map[string]struct {
+			Default yaml.Node `yaml:"Default"`
+		} `yaml:"Parameters"`
+		Globals struct {
+			Function props `yaml:"Function"`
+		} `yaml:"Globals"`
+		Resources map[string]struct {
+			Properties props `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		b.Fatalf("template.yaml: %v", err)
+	}
+	value := func(fn string) float64 {
+		n := doc.Resources[fn].Properties.MemorySize
+		if n.Kind == 0 {
+			n = doc.Globals.Function.MemorySize
+		}
+		if n.Tag == "!Ref" {
+			n = doc.Parameters[n.Value].Default
+		}
+		mb, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil || mb <= 0 {
+			b.Fatalf("template.yaml: memory size of %s is %q, want a number of MB", fn, n.Value)
+		}
+		return mb
+	}
+	return value("WebhookFunction"), value("SweeperFunction")
 }
