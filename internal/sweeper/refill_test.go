@@ -210,3 +210,30 @@ func TestRefillNudgeRejectsBadRunners(t *testing.T) {
 		t.Fatalf("rejected nudges looked %d times and swept %d times", looks, len(sweeps))
 	}
 }
+
+// TestRefillNudgeHandsOverToTheHolder: a refill nudge that finds the pool's lease
+// held (after its runners exited) marks the pool dirty, and the holder sweeps
+// again before it lets go, so the refill is not lost.
+func TestRefillNudgeHandsOverToTheHolder(t *testing.T) {
+	t.Parallel()
+	rec := &blockingReconciler{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, rec)
+	e.queue(t, "octo", 1)
+	done := make(chan sweeper.Report, 1)
+	go func() {
+		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
+		done <- r
+	}()
+	<-rec.entered
+	r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo", Finished: []string{"octo-bcdfg-0"}})
+	if err != nil || !contains(r.Skipped, "octo") {
+		t.Fatalf("refill nudge during the hold: %+v, %v; want skipped (handed over)", r, err)
+	}
+	close(rec.release)
+	if r := <-done; !contains(r.Swept, "octo") {
+		t.Fatalf("holder report %+v", r)
+	}
+	if n := rec.calls.Load(); n != 2 {
+		t.Fatalf("the holder reconciled %d times, want 2 (again for the refill nudge)", n)
+	}
+}
