@@ -2,13 +2,21 @@ package tests
 
 import (
 	"fmt"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -79,12 +87,7 @@ func BenchmarkStandardTrace(b *testing.B) {
 			return len(w.loop.Sim.Jobs()) == len(trace) && allDone(w.loop.Sim.Jobs())
 		})
 		w.waitFor("back to zero", 2*time.Minute, w.quiescent)
-		calls := 0
-		for endpoint, n := range w.loop.Sim.Calls() {
-			if endpoint != "POST /app/installations/{installation_id}/access_tokens" && !strings.Contains(endpoint, "/_runner/") {
-				calls += n
-			}
-		}
+		calls := productCalls(w.loop.Sim.Calls())
 		ws := w.loop.Waits()
 		b.ReportMetric(ms(loop.Percentile(ws, 50)), "wait-p50-ms")
 		b.ReportMetric(ms(loop.Percentile(ws, 95)), "wait-p95-ms")
@@ -129,10 +132,22 @@ pools:
 // BenchmarkSaturatedSlotTurnaround measures how long a slot of a saturated pool
 // stays unused: a pool of maxReplicas 5 (ephemeral runners, real pods) with a
 // backlog of 50 jobs of 1–3 s queued at once, the sweeper on the deployed 60 s
-// schedule (plus the webhook's nudges). A slot frees when a job ends (its runner
-// exits); the turnaround is the time from that job's end to the start of the next
-// job on the pool, on the runner created in its place (the k-th job end is paired
-// with the (k+5)-th job start, in time order). Reports p50, p95 and the total.
+// schedule plus the webhook's nudges (a `queued` one per job, and the refill
+// nudge when a job completes on one of the pool's runners). A slot frees when a
+// job ends; the k-th job end (in time order) is paired with the (k+5)-th job
+// start, the job that took the freed slot on a runner created for it. Per slot:
+//
+//   - turnaround: the job's end → the next job's start (the issue's measure);
+//   - pod-start: that next job's runner pod created (seen by a watch) → its job
+//     started: the pod's own start (scheduling, containers, registration, taking
+//     the job), which the autoscaler does not control;
+//   - refill: turnaround − pod-start = the job's end → its successor's pod
+//     created: the autoscaler's part (the `completed` delivery, the nudge, the
+//     wait for the runner's container to exit, the sweep that replaces it).
+//
+// Each is reported as p50 and p95, with the backlog's duration and the product's
+// GitHub API calls per job. The percentiles of refill are taken over the slots,
+// not computed from the other two.
 func BenchmarkSaturatedSlotTurnaround(b *testing.B) {
 	for b.Loop() {
 		w := newWorld(b, `
@@ -143,26 +158,91 @@ pools:
     scaleDownDelaySecondsAfterScaleOut: 1
     kubernetes: {namespace: %[1]s, template: %[2]s}
 `, loop.Options{SweepEvery: time.Minute, WaitBound: time.Hour})
+		created := watchPodCreations(b, w)
 		start := time.Now()
 		for i := range 50 {
 			w.queue(1, time.Second+time.Duration(i%5)*500*time.Millisecond)
 		}
 		w.waitFor("every job completed", 30*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
-		var ends, starts []time.Time
-		for _, j := range w.loop.Sim.Jobs() {
-			ends, starts = append(ends, j.EndedAt), append(starts, j.StartedAt)
+		backlog := time.Since(start)
+		turn, podStart, refill := slotTurnarounds(b, w.loop.Sim.Jobs(), created(), 5)
+		for name, ds := range map[string][]time.Duration{"turnaround": turn, "pod-start": podStart, "refill": refill} {
+			b.ReportMetric(ms(loop.Percentile(ds, 50)), name+"-p50-ms")
+			b.ReportMetric(ms(loop.Percentile(ds, 95)), name+"-p95-ms")
 		}
-		slices.SortFunc(ends, time.Time.Compare)
-		slices.SortFunc(starts, time.Time.Compare)
-		var turn []time.Duration
-		for k := 0; k+5 < len(starts); k++ {
-			turn = append(turn, starts[k+5].Sub(ends[k]))
-		}
-		b.ReportMetric(ms(loop.Percentile(turn, 50)), "turnaround-p50-ms")
-		b.ReportMetric(ms(loop.Percentile(turn, 95)), "turnaround-p95-ms")
-		b.ReportMetric(time.Since(start).Seconds(), "backlog-s")
+		b.ReportMetric(backlog.Seconds(), "backlog-s")
+		b.ReportMetric(float64(productCalls(w.loop.Sim.Calls()))/50, "github-calls/job")
 		w.noViolations()
 	}
+}
+
+// watchPodCreations records when each pod of the world's namespace is first seen
+// (by name); the returned function reads what was recorded so far.
+func watchPodCreations(b *testing.B, w *world) func() map[string]time.Time {
+	b.Helper()
+	watcher, err := w.kube.CoreV1().Pods(w.ns).Watch(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(watcher.Stop)
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || ev.Type != watch.Added {
+				continue
+			}
+			mu.Lock()
+			if _, dup := seen[pod.Name]; !dup {
+				seen[pod.Name] = time.Now()
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() map[string]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
+// slotTurnarounds pairs the k-th job end with the (k+slots)-th job start (see
+// BenchmarkSaturatedSlotTurnaround) and returns per slot the turnaround, the
+// pod-start of the job that took the slot (from its runner pod's creation, in
+// created) and the refill (the difference).
+func slotTurnarounds(b *testing.B, jobs []githubsim.Job, created map[string]time.Time, slots int) (turn, podStart, refill []time.Duration) {
+	b.Helper()
+	ends := make([]time.Time, 0, len(jobs))
+	for _, j := range jobs {
+		ends = append(ends, j.EndedAt)
+	}
+	slices.SortFunc(ends, time.Time.Compare)
+	byStart := slices.Clone(jobs)
+	slices.SortFunc(byStart, func(x, y githubsim.Job) int { return x.StartedAt.Compare(y.StartedAt) })
+	for k := 0; k+slots < len(byStart); k++ {
+		next := byStart[k+slots]
+		at, ok := created[next.RunnerName]
+		if !ok {
+			b.Fatalf("job %d ran on %q, whose pod the watch never saw", next.ID, next.RunnerName)
+		}
+		turn = append(turn, next.StartedAt.Sub(ends[k]))
+		podStart = append(podStart, next.StartedAt.Sub(at))
+		refill = append(refill, at.Sub(ends[k]))
+	}
+	return turn, podStart, refill
+}
+
+// productCalls counts the product's GitHub API calls (not the runners' own, nor
+// the App's installation token exchanges).
+func productCalls(calls map[string]int) int {
+	n := 0
+	for endpoint, c := range calls {
+		if endpoint != "POST /app/installations/{installation_id}/access_tokens" && !strings.Contains(endpoint, "/_runner/") {
+			n += c
+		}
+	}
+	return n
 }
 
 // BenchmarkBootstraps reports each Lambda bootstrap's size (linux, this machine's
@@ -201,4 +281,140 @@ func BenchmarkBootstraps(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkCostPer1000Jobs runs the standard trace (BenchmarkStandardTrace's: 100
+// jobs for two pools, Poisson arrivals at 4/s, 0.5–2 s each, seed 42) through the
+// closed loop with every request metered, and reports per 1,000 jobs what AWS
+// bills by use: Lambda invocations and GB-seconds of the webhook and the sweeper
+// (durations measured here, in-process on this machine, each rounded up to the
+// millisecond, at template.yaml's memory sizes, also reported), DynamoDB read and
+// write request units (capacityMeter), the bytes the functions log at INFO (JSON,
+// as CloudWatch Logs ingests them) and the product's GitHub API calls.
+//
+// The trace runs on the webhook's nudges alone (no schedule); once every job is
+// done, scheduled sweeps, one every 5 s, take the pools back to zero, and count
+// as the jobs' cost: they do the teardown. Then three more scheduled sweeps of
+// the idle pools give the schedule's own cost per sweep (idle-sweep-*), which
+// does not depend on jobs: at the deployed rate, one a minute, 43,200 a month.
+// local/cmd/benchtable turns both into dollars at on-demand prices.
+func BenchmarkCostPer1000Jobs(b *testing.B) {
+	webhookMB, sweeperMB := memorySizes(b)
+	for b.Loop() {
+		meter := &capacityMeter{}
+		logs := &countingWriter{}
+		w := newWorld(b, twoPools, loop.Options{SweepEvery: 24 * time.Hour, DB: meter.client(testenv.DynamoDBClient(b)),
+			Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		trace := loop.Generate(w.cfg, 100, 4, 500*time.Millisecond, 2*time.Second, 42)
+		w.loop.Play(b.Context(), trace)
+		w.waitFor("every job completed", 5*time.Minute, func() bool {
+			return len(w.loop.Sim.Jobs()) == len(trace) && allDone(w.loop.Sim.Jobs())
+		})
+		for i := 0; !w.quiescent(); i++ {
+			if i == 24 {
+				b.Fatalf("not back to zero after %d scheduled sweeps: %v", i, w.left)
+			}
+			_ = w.loop.Sweep(b.Context())
+			time.Sleep(5 * time.Second)
+		}
+		jobs := usageOf(w, meter, logs)
+		for range 3 {
+			_ = w.loop.Sweep(b.Context())
+		}
+		idle := usageOf(w, meter, logs).minus(jobs)
+		per := 1000 / float64(len(trace))
+		gbs := func(d time.Duration, mb float64) float64 { return d.Seconds() * mb / 1024 }
+		sweeps := jobs.usage.Nudged.Count + jobs.usage.Scheduled.Count
+		b.ReportMetric(float64(jobs.usage.Webhook.Count)*per, "webhook-invocations/1k-jobs")
+		b.ReportMetric(gbs(jobs.usage.Webhook.Duration, webhookMB)*per, "webhook-GB-s/1k-jobs")
+		b.ReportMetric(float64(sweeps)*per, "sweeper-invocations/1k-jobs")
+		b.ReportMetric(gbs(jobs.usage.Nudged.Duration+jobs.usage.Scheduled.Duration, sweeperMB)*per, "sweeper-GB-s/1k-jobs")
+		b.ReportMetric(jobs.capacity.rru*per, "RRU/1k-jobs")
+		b.ReportMetric(jobs.capacity.wru*per, "WRU/1k-jobs")
+		b.ReportMetric(float64(jobs.logBytes)/1024*per, "log-KiB/1k-jobs")
+		b.ReportMetric(float64(jobs.githubCalls)*per, "github-calls/1k-jobs")
+		b.ReportMetric(float64(idle.usage.Scheduled.Duration.Milliseconds())/3, "idle-sweep-ms")
+		b.ReportMetric(idle.capacity.rru/3, "idle-sweep-RRU")
+		b.ReportMetric(idle.capacity.wru/3, "idle-sweep-WRU")
+		b.ReportMetric(float64(idle.logBytes)/1024/3, "idle-sweep-log-KiB")
+		b.ReportMetric(float64(idle.githubCalls)/3, "idle-sweep-github-calls")
+		b.ReportMetric(webhookMB, "webhook-memory-MB")
+		b.ReportMetric(sweeperMB, "sweeper-memory-MB")
+		w.noViolations()
+	}
+}
+
+// metered is what the loop used so far: invocations, DynamoDB capacity, log
+// bytes, GitHub calls.
+type metered struct {
+	usage       loop.Usage
+	capacity    capacity
+	logBytes    int64
+	githubCalls int
+}
+
+func usageOf(w *world, meter *capacityMeter, logs *countingWriter) metered {
+	return metered{usage: w.loop.Usage(), capacity: meter.read(), logBytes: logs.n.Load(), githubCalls: productCalls(w.loop.Sim.Calls())}
+}
+
+func (m metered) minus(o metered) metered {
+	sub := func(a, b loop.Invocations) loop.Invocations {
+		return loop.Invocations{Count: a.Count - b.Count, Duration: a.Duration - b.Duration}
+	}
+	return metered{
+		usage: loop.Usage{Webhook: sub(m.usage.Webhook, o.usage.Webhook), Nudged: sub(m.usage.Nudged, o.usage.Nudged),
+			Scheduled: sub(m.usage.Scheduled, o.usage.Scheduled)},
+		capacity: m.capacity.minus(o.capacity), logBytes: m.logBytes - o.logBytes, githubCalls: m.githubCalls - o.githubCalls,
+	}
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter struct{ n atomic.Int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// memorySizes reads the functions' memory sizes (MB) from template.yaml: each
+// function's MemorySize, else Globals.Function's; a !Ref takes its parameter's
+// default.
+func memorySizes(b *testing.B) (webhook, sweeper float64) {
+	b.Helper()
+	raw, err := os.ReadFile("../template.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	type props struct {
+		MemorySize yaml.Node `yaml:"MemorySize"`
+	}
+	var doc struct {
+		Parameters map[string]struct {
+			Default yaml.Node `yaml:"Default"`
+		} `yaml:"Parameters"`
+		Globals struct {
+			Function props `yaml:"Function"`
+		} `yaml:"Globals"`
+		Resources map[string]struct {
+			Properties props `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		b.Fatalf("template.yaml: %v", err)
+	}
+	value := func(fn string) float64 {
+		n := doc.Resources[fn].Properties.MemorySize
+		if n.Kind == 0 {
+			n = doc.Globals.Function.MemorySize
+		}
+		if n.Tag == "!Ref" {
+			n = doc.Parameters[n.Value].Default
+		}
+		mb, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil || mb <= 0 {
+			b.Fatalf("template.yaml: memory size of %s is %q, want a number of MB", fn, n.Value)
+		}
+		return mb
+	}
+	return value("WebhookFunction"), value("SweeperFunction")
 }

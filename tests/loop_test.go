@@ -78,6 +78,9 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.DB != nil {
+		db = opts.DB // another client of the same server (a metered one: BenchmarkCostPer1000Jobs)
+	}
 	opts.Pools, opts.DB, opts.Table, opts.Kube = cfg, db, tableName, kube
 	var logs *logBuffer
 	if opts.Log == nil {

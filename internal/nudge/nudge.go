@@ -1,7 +1,7 @@
-// Package nudge asks the sweeper to reconcile one pool now, so that scale-up does
-// not wait for the next scheduled sweep. A nudge is an asynchronous Lambda
-// invocation with the payload Event; the sweeper's schedule is the backstop for
-// any nudge that is lost.
+// Package nudge asks the sweeper to reconcile one pool now, so that scale-up, and
+// the refill of a slot a finished ephemeral runner frees, do not wait for the next
+// scheduled sweep. A nudge is an asynchronous Lambda invocation with the payload
+// Event; the sweeper's schedule is the backstop for any nudge that is lost.
 package nudge
 
 import (
@@ -14,13 +14,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda/types"
 )
 
-// Event is the sweeper's payload for a one-pool sweep: {"pool":"<name>","jobs":[<id>]}.
+// Event is the sweeper's payload for a one-pool sweep:
+// {"pool":"<name>","jobs":[<id>]} after a `queued` delivery, or
+// {"pool":"<name>","finished":["<runner>"]} after a `completed` one.
+//
 // Jobs are the jobs whose deliveries caused the nudge: the sweeper reads them
 // with strong consistency if its (eventually consistent) index read lacks them,
 // so the nudge never sweeps without the job it is for.
+//
+// Finished names the runners (GitHub runner names, which are the runner pods'
+// names) on which a job has just completed: while jobs wait for the pool, the
+// sweeper gives their containers a few seconds to exit, then sweeps, so the slot
+// is refilled at once rather than at the next scheduled sweep. It is a hint about
+// when to look, never a reason to stop a runner: what the sweeper does with a
+// runner still follows the pod's status and GitHub's answers.
 type Event struct {
-	Pool string  `json:"pool"`
-	Jobs []int64 `json:"jobs,omitempty"`
+	Pool     string   `json:"pool"`
+	Jobs     []int64  `json:"jobs,omitempty"`
+	Finished []string `json:"finished,omitempty"`
 }
 
 // InvokeAPI is the part of the Lambda client a Lambda nudger uses.

@@ -7,7 +7,9 @@
 //
 // Per sweep, under the pool's lease:
 //  1. observe: one list of StatefulSets and one of pods; classify each runner;
-//  2. register: record the runner id of pods GitHub lists (actions-runner/id);
+//  2. register: record the runner id of pods GitHub lists (actions-runner/id) —
+//     for a runner whose JIT config gave its id, only once half the registration
+//     timeout has passed (see registrationCanWait);
 //  3. sync: mark completed, timed-out, outdated and surplus runners; create missing
 //     ones, unless an ephemeral runner just finished and the webhook has not yet
 //     caught up (the EffectiveTime hold);

@@ -34,6 +34,9 @@ func TestScaleUpThenDownAroundABusyRunner(t *testing.T) {
 		}
 		ids[n] = e.start(n).ID
 	}
+	// Runners with JIT ids are looked up once half the registration timeout has
+	// passed (TestJITRegistrationLookedUpLate).
+	e.clock.Step(5 * time.Minute)
 	e.mustSweep(3, t0) // records registrations
 	for n, p := range e.pods() {
 		if p.Annotations[runnerpod.AnnotationRunnerID] != idString(ids[n]) {
@@ -337,4 +340,41 @@ func idString(id int64) string { return strconv.FormatInt(id, 10) }
 
 func readyCondition(at metav1.Time) corev1.PodCondition {
 	return corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}
+}
+
+// TestJITRegistrationLookedUpLate: a runner whose JIT config gave its id is not
+// looked up in GitHub's runner list while it is younger than half the
+// registration timeout — a busy pool always has a runner starting, and the list
+// would cost a call on nearly every sweep — and is recorded registered after that,
+// well before the timeout, which then does not replace it.
+func TestJITRegistrationLookedUpLate(t *testing.T) {
+	t.Parallel()
+	const listCall = "GET /orgs/{org}/actions/runners"
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	id := e.start(name).ID
+	for range 3 {
+		e.clock.Step(time.Minute)
+		e.mustSweep(1, time.Time{})
+	}
+	if n := e.sim.Calls()[listCall]; n != 0 {
+		t.Fatalf("runner list fetched %d times for a JIT runner 3 minutes old, want 0", n)
+	}
+	if a := e.pods()[name].Annotations[runnerpod.AnnotationRunnerID]; a != "" {
+		t.Fatalf("registration recorded without a list: %q", a)
+	}
+	e.clock.Step(2 * time.Minute) // half the timeout (10m)
+	e.mustSweep(1, time.Time{})
+	if n := e.sim.Calls()[listCall]; n != 1 {
+		t.Fatalf("runner list fetched %d times at half the timeout, want 1", n)
+	}
+	if a := e.pods()[name].Annotations[runnerpod.AnnotationRunnerID]; a != idString(id) {
+		t.Fatalf("pod runner id annotation %q, want %d", a, id)
+	}
+	e.clock.Step(6 * time.Minute) // past the registration timeout
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); !slices.Equal(got, []string{name}) || e.status.Phases["running"] != 1 {
+		t.Fatalf("statefulsets %v, phases %v: the registered runner must stay, running", got, e.status.Phases)
+	}
 }

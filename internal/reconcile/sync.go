@@ -53,10 +53,11 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 }
 
 // register annotates pods with their runner id once GitHub lists them online or
-// busy; the list is fetched only when a running pod is not yet registered. It also
-// keeps the registration token of persistent runners that have not registered yet
-// valid, so a container that restarts before registering does not crash-loop on an
-// expired token.
+// busy; the list is fetched only when a running pod is not yet registered and its
+// registration cannot wait (see registrationCanWait). It also keeps the
+// registration token of persistent runners that have not registered yet valid, so
+// a container that restarts before registering does not crash-loop on an expired
+// token.
 func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 	for _, rn := range s.runners {
 		if rn.marked() || rn.registered() || rn.pod == nil || rn.pod.DeletionTimestamp != nil {
@@ -65,7 +66,7 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 		if err := r.refreshToken(ctx, s, rn); err != nil {
 			s.log.Warn("cannot refresh the registration token of an unregistered runner", "runner", rn.name(), "error", err)
 		}
-		if rn.pod.Status.Phase != corev1.PodRunning {
+		if rn.pod.Status.Phase != corev1.PodRunning || r.registrationCanWait(s, rn) {
 			continue
 		}
 		gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(rn.name()))
@@ -85,6 +86,17 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 		}
 	}
 	return nil
+}
+
+// registrationCanWait: the runner's id is known from its JIT config and it is
+// younger than half the registration timeout. Such a runner needs GitHub's list
+// only to show, before the timeout, that it registered (its unregistration uses
+// the id it already has); looking it up at once would spend a call on nearly every
+// sweep of a busy pool, since a runner is always starting there, and a short
+// job's runner has finished long before. A runner whose id is unknown (token
+// mode) is looked up at once.
+func (r *Reconciler) registrationCanWait(s *sweep, rn *runner) bool {
+	return rn.runnerID() != 0 && s.now.Sub(rn.createdAt()) < r.opts.RegistrationTimeout/2
 }
 
 // tokenRefresh: a persistent runner's token is replaced when it has less than this left.

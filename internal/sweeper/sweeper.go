@@ -48,6 +48,13 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error
 }
 
+// RunnerWatcher tells which of a pool's runner pods have not finished yet
+// (reconcile.Reconciler). A Reconciler that implements it gets the refill fast
+// path (see awaitRefill); one that does not sweeps refill nudges at once.
+type RunnerWatcher interface {
+	StillRunning(ctx context.Context, p *pool.Pool, pods []string) ([]string, error)
+}
+
 // Recoverer redelivers webhook deliveries that never got through (redeliver.Recoverer).
 type Recoverer interface {
 	Recover(ctx context.Context) (int, error)
@@ -77,7 +84,14 @@ type Options struct {
 	// Drain, when set, is the teardown switch: while it is on, every sweep drains
 	// every pool (drain.go).
 	Drain DrainMark
+	// RefillWait bounds how long a refill nudge (Event.Finished) waits for the
+	// containers of the runners it names to exit before it sweeps (default 10s);
+	// RefillPoll is how often it looks meanwhile (default 250ms).
+	RefillWait, RefillPoll time.Duration
 }
+
+// maxFinished bounds the runners one nudge may name.
+const maxFinished = 100
 
 // Sweeper sweeps pools. Build it with New.
 type Sweeper struct {
@@ -108,6 +122,12 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 	if opts.MaxRounds <= 0 {
 		opts.MaxRounds = 100
 	}
+	if opts.RefillWait <= 0 {
+		opts.RefillWait = 10 * time.Second
+	}
+	if opts.RefillPoll <= 0 {
+		opts.RefillPoll = 250 * time.Millisecond
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -116,15 +136,17 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 }
 
 // Event is what the sweeper accepts: an EventBridge scheduled event (all pools)
-// or a nudge {"pool":"<name>","jobs":[<id>...]} (one pool; package nudge). A
-// nudge's jobs are counted even if the reservation index has not caught up with
-// their deliveries yet; a scheduled sweep counts a reservation written a moment
-// before it one sweep later.
+// or a nudge {"pool":"<name>","jobs":[<id>...],"finished":["<runner pod>"...]}
+// (one pool; package nudge). A nudge's jobs are counted even if the reservation
+// index has not caught up with their deliveries yet; a scheduled sweep counts a
+// reservation written a moment before it one sweep later. A nudge's finished
+// runners are waited for before it sweeps (see awaitRefill).
 type Event struct {
-	Pool       string  `json:"pool"`
-	Jobs       []int64 `json:"jobs,omitempty"`
-	Source     string  `json:"source"`
-	DetailType string  `json:"detail-type"`
+	Pool       string   `json:"pool"`
+	Jobs       []int64  `json:"jobs,omitempty"`
+	Finished   []string `json:"finished,omitempty"`
+	Source     string   `json:"source"`
+	DetailType string   `json:"detail-type"`
 	// Drain is a teardown command: DrainStart or DrainCancel (drain.go).
 	Drain string `json:"drain,omitempty"`
 }
@@ -151,6 +173,12 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		p := s.pools.Pool(ev.Pool)
 		if p == nil {
 			return Report{}, fmt.Errorf("nudge for unknown pool %q", ev.Pool)
+		}
+		if err := validRunners(ev.Finished); err != nil {
+			return Report{}, fmt.Errorf("nudge for pool %s: %w", p.Name, err)
+		}
+		if len(ev.Finished) > 0 && !s.awaitRefill(ctx, p, ev.Finished) {
+			return Report{Skipped: []string{p.Name}}, nil
 		}
 		pools, err := s.forNudge(ctx, []*pool.Pool{p})
 		if err != nil {

@@ -64,7 +64,8 @@ type Handler struct {
 // Option configures a Handler.
 type Option func(*Handler)
 
-// WithNudger sets who is nudged after a queued job is recorded (default: nobody).
+// WithNudger sets who is nudged after a queued job, or a job completed on one of
+// an ephemeral pool's runners, is recorded (default: nobody).
 func WithNudger(n Nudger) Option { return func(h *Handler) { h.nudger = n } }
 
 // WithLogger sets the logger (default: discard).
@@ -209,10 +210,33 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusServiceUnavailable, "storing the reservation failed; redeliver later"}, attrs
 	}
 	attrs = append(attrs, slog.String("outcome", outcome.String()))
-	if state == reservation.Queued && outcome == reservation.Applied {
-		attrs = append(attrs, h.nudge(ctx, nudge.Event{Pool: p.Name, Jobs: []int64{job.id}}))
+	if ev, ok := nudgeFor(p, state, job); ok && outcome == reservation.Applied {
+		attrs = append(attrs, h.nudge(ctx, ev))
 	}
 	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
+}
+
+// nudgeFor says whom a delivery that moved its job forward nudges: a queued job,
+// for its runner to be created; a job completed on one of an ephemeral pool's
+// runners, for the slot that runner frees to be refilled at once (the sweeper
+// waits for the runner's container to exit, and only while jobs wait for the
+// pool). A job completed elsewhere (another pool's runner, a hosted runner, none)
+// frees no slot of the pool; an in_progress one frees nothing.
+func nudgeFor(p *pool.Pool, state reservation.State, j job) (nudge.Event, bool) {
+	switch {
+	case state == reservation.Queued:
+		return nudge.Event{Pool: p.Name, Jobs: []int64{j.id}}, true
+	case state == reservation.Completed && p.IsEphemeral() && poolRunner(p.Name, j.runnerName):
+		return nudge.Event{Pool: p.Name, Finished: []string{j.runnerName}}, true
+	}
+	return nudge.Event{}, false
+}
+
+// poolRunner reports whether name has the shape of the pool's runners:
+// `<pool>-xxxxx-0` (package runnerpod, which the webhook does not link).
+func poolRunner(pool, name string) bool {
+	rest, ok := strings.CutPrefix(name, pool+"-")
+	return ok && len(rest) == len("xxxxx-0") && strings.HasSuffix(rest, "-0")
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
@@ -230,7 +254,8 @@ type job struct {
 	id, runID int64
 	action    string
 	route     pool.Job
-	// runnerID and runnerName: the runner that took the job (in_progress, completed).
+	// runnerID and runnerName: the runner that took the job (in_progress,
+	// completed; "" and 0 while queued).
 	runnerID   int64
 	runnerName string
 }

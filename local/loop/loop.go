@@ -152,6 +152,7 @@ type Loop struct {
 	// pausedUntil (unix nanoseconds): no sweep runs before then (PauseSweeps).
 	pausedUntil atomic.Int64
 	lost        atomic.Int64                      // jobs failed by failLostJobs
+	usage       usageMeter                        // the functions' invocations (usage.go)
 	informers   []informers.SharedInformerFactory // the monitor's watches of runner pods
 	// shortSince: pool → since when it has lacked runners for its waiting jobs
 	// (judgeWaits, in the watchJobs goroutine only).
@@ -227,13 +228,13 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
-		hopts = append(hopts, webhook.WithNudger(nudge.Func(func(_ context.Context, p string) error {
-			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: p}) })
+		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev nudge.Event) error {
+			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: ev.Pool, Jobs: ev.Jobs, Finished: ev.Finished}) })
 			return nil
 		})))
 	}
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook", webhook.New(l.secret, l.opts.Pools, store, hopts...).HTTPHandler())
+	mux.Handle("POST /webhook", l.usage.webhook(webhook.New(l.secret, l.opts.Pools, store, hopts...).HTTPHandler()))
 	wh := httptest.NewUnstartedServer(mux)
 	if l.opts.WebhookAddr != "" {
 		ln, err := net.Listen("tcp", l.opts.WebhookAddr)
@@ -334,12 +335,15 @@ func (l *Loop) invoke(ctx context.Context, ev sweeper.Event) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(mrand.Int64N(int64(150*time.Millisecond))))
 		defer cancel()
 	}
+	defer l.usage.sweep(ev, time.Now())
 	_, _ = l.sweeper.Load().Handle(ctx, ev)
 }
 
 // Sweep runs one scheduled sweep now.
 func (l *Loop) Sweep(ctx context.Context) error {
-	_, err := l.sweeper.Load().Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+	ev := sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}
+	defer l.usage.sweep(ev, time.Now())
+	_, err := l.sweeper.Load().Handle(ctx, ev)
 	return err
 }
 

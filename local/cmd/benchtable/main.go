@@ -1,6 +1,7 @@
 // Command benchtable reads `go test -bench` output on stdin, passes it through, and
 // prints at the end one table of every benchmark's reported metrics — what
-// `make bench` shows.
+// `make bench` shows — and, when BenchmarkCostPer1000Jobs ran, what its usage
+// costs in dollars (cost.go).
 package main
 
 import (
@@ -11,8 +12,9 @@ import (
 	"text/tabwriter"
 )
 
+type row struct{ bench, metric, value string }
+
 func main() {
-	type row struct{ bench, metric, value string }
 	var rows []row
 	pkg := ""
 	sc := bufio.NewScanner(os.Stdin)
@@ -48,4 +50,5 @@ func main() {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", r.bench, r.metric, r.value)
 	}
 	_ = tw.Flush()
+	printCost(os.Stdout, rows)
 }
