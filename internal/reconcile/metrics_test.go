@@ -27,13 +27,13 @@ type poolRecord struct {
 // listed for the first time.
 func TestPoolMetricsAtLogLevelError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, true)
+	e := newEnv(t, false) // token mode: its registration is looked up as soon as it runs
 	var out bytes.Buffer
 	metrics, err := emf.NewWriter(&out, "ERROR")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
 	if err != nil {
 		t.Fatal(err)
 	}

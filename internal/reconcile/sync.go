@@ -77,10 +77,16 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 		if !found || gr.Status != "online" && !gr.Busy {
 			continue
 		}
+		jit := rn.runnerID() != 0 // its id came with its JIT config
 		if err := r.annotatePod(ctx, rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
 			return err // the next sweep records it
 		}
-		s.registrations = append(s.registrations, s.now.Sub(rn.createdAt()))
+		if !jit {
+			// Looked up as soon as it runs (token mode): the time is its
+			// registration's, to a sweep. A JIT runner is looked up only after
+			// half the registration timeout (registrationCanWait): no sample.
+			s.registrations = append(s.registrations, s.now.Sub(rn.createdAt()))
+		}
 		if rn.phase == TimedOut {
 			rn.phase = Running
 		}
