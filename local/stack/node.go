@@ -381,9 +381,10 @@ func (s *Stack) removeContainers() error {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			// The CRI plugin deletes a sandbox's task itself when it sees it exit:
-			// "not found" then means done.
-			if out, err := ctr("tasks", "delete", "--force", id); err != nil && !bytes.Contains(out, []byte("not found")) {
+			// The CRI plugin deletes a sandbox's task itself when it sees it exit,
+			// and a shim exits as its task goes ("ttrpc: closed"): a failed
+			// delete of a task no longer listed is done.
+			if out, err := ctr("tasks", "delete", "--force", id); err != nil && !bytes.Contains(out, []byte("not found")) && taskListed(ctr, id) {
 				mu.Lock()
 				errs = append(errs, fmt.Errorf("deleting container %s: %w: %s", id, err, bytes.TrimSpace(out)))
 				mu.Unlock()
@@ -392,6 +393,13 @@ func (s *Stack) removeContainers() error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// taskListed reports whether containerd still lists task id (true when it
+// cannot tell).
+func taskListed(ctr func(...string) ([]byte, error), id string) bool {
+	out, err := ctr("tasks", "ls", "--quiet")
+	return err != nil || slices.Contains(strings.Fields(string(out)), id)
 }
 
 // cleanNode removes what the node can leave behind once containerd is stopped:
