@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,7 +30,8 @@ import (
 //     sweeper's Kubernetes writes fail,
 //   - GitHub answers a tenth of the API calls with 502, and one every 20 s with a
 //     secondary rate limit,
-//   - and the node misbehaves, one fault every 6 s in turn (faultCycle): a
+//   - and the node misbehaves, one fault every 6 s in turn (faultCycle; a turn
+//     with no target, or whose fault failed, is tried again a second later): a
 //     runner process killed (SIGKILL, the container restarts), an OOM kill of a
 //     runner container (a real one, by the kernel, at the pod's memory limit), a
 //     runner pod deleted by hand, a node drain through the eviction API, and the
@@ -87,9 +88,14 @@ func TestChaos(t *testing.T) {
 			api.inject()
 		case <-time.After(100 * time.Millisecond):
 		}
-		if time.Now().After(nextFault) && len(w.loop.Sim.Jobs()) < jobs {
-			nodeFaults.next(t)
-			nextFault = time.Now().Add(6 * time.Second)
+		if time.Now().After(nextFault) {
+			// A turn that found no target, or whose fault failed, comes again soon,
+			// so that every kind is injected even in a short run.
+			next := time.Second
+			if nodeFaults.next(t) {
+				next = 6 * time.Second
+			}
+			nextFault = time.Now().Add(next)
 		}
 	}
 	<-done
@@ -163,17 +169,18 @@ type nodeFaults struct {
 // (54 s).
 var faultCycle = []string{"kill", "oom", "delete", "drain", "pause", "kubelet", "kill", "oom", "delete"}
 
-func (n *nodeFaults) next(t *testing.T) {
+// next injects the next fault of the cycle and reports whether it did.
+func (n *nodeFaults) next(t *testing.T) bool {
 	ctx := t.Context()
 	pods, busy, err := n.w.loop.RunnerPods(ctx)
 	if err != nil {
 		t.Logf("node fault: listing runner pods: %v", err)
-		return
+		return false
 	}
 	pod, ok := loop.BusyRunnerPod(pods, busy, mrand.IntN)
 	kind := faultCycle[n.i%len(faultCycle)]
-	if !ok && kind != "drain" && kind != "pause" && kind != "kubelet" {
-		return // no target yet: try again at the next turn
+	if !ok && kind != "pause" && kind != "kubelet" {
+		return false // no busy runner yet: try again at the next turn
 	}
 	switch kind {
 	case "kill":
@@ -184,8 +191,12 @@ func (n *nodeFaults) next(t *testing.T) {
 		err = n.w.loop.DeletePod(ctx, &pod)
 	case "drain":
 		var evicted []string
-		evicted, err = n.w.loop.Drain(ctx, nodeOf(pods), 3*time.Second)
+		evicted, err = n.w.loop.Drain(ctx, pod.Spec.NodeName, 3*time.Second)
 		t.Logf("node drained: %d runner pods evicted", len(evicted))
+		if err == nil && len(evicted) == 0 {
+			// Every pod went before its eviction: a drain that proves nothing.
+			err = errors.New("no runner pod was left to evict")
+		}
 	case "pause":
 		n.w.loop.PauseSweeps(8 * time.Second)
 	case "kubelet":
@@ -196,18 +207,10 @@ func (n *nodeFaults) next(t *testing.T) {
 		// say): the same kind is tried again at the next turn.
 		n.failed++
 		t.Logf("node fault %s on %s (job %d): %v", kind, pod.Name, busy[pod.Name], err)
-		return
+		return false
 	}
 	n.i++
-}
-
-func nodeOf(pods []corev1.Pod) string {
-	for _, p := range pods {
-		if p.Spec.NodeName != "" {
-			return p.Spec.NodeName
-		}
-	}
-	return "localhost"
+	return true
 }
 
 // faultyKube fails a fraction of mutating requests, as a flaky API server would.
