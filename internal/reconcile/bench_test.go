@@ -105,7 +105,9 @@ func newBenchWorld(b *testing.B) *benchWorld {
 	var y strings.Builder
 	y.WriteString("pools:\n")
 	for i := range benchPools {
-		fmt.Fprintf(&y, "  - {name: p%d, organization: org-%d, maxReplicas: 20, kubernetes: {namespace: %s, image: runner:1}}\n", i, i%10, ns)
+		// No scheduler has this name (see poolYAML): the benchmark plays the kubelet.
+		fmt.Fprintf(&y, "  - {name: p%d, organization: org-%d, maxReplicas: 20, kubernetes: {namespace: %s, image: runner:1, "+
+			"template: {spec: {schedulerName: runnerscaler.dev/no-scheduler}}}}\n", i, i%10, ns)
 	}
 	if w.cfg, err = pool.Parse([]byte(y.String())); err != nil {
 		b.Fatal(err)
