@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"sync"
 
@@ -251,9 +252,5 @@ func (r *Router) Stats() Stats {
 func (r *Router) Installations() map[string]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string]int64, len(r.installs))
-	for k, v := range r.installs {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.installs)
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runnerscaler/runnerscaler/local/runnerfiles"
 )
 
 // client talks to the simulator's /_runner/ endpoints (see local/githubsim's
@@ -57,8 +59,8 @@ type registration struct {
 }
 
 type registered struct {
-	Runner      settings    `json:"runner"`
-	Credentials credentials `json:"credentials"`
+	Runner      runnerfiles.Settings    `json:"runner"`
+	Credentials runnerfiles.Credentials `json:"credentials"`
 }
 
 type session struct {

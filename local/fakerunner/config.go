@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/runnerscaler/runnerscaler/local/runnerfiles"
 )
 
 // configArgs are config.sh's options, as actions/runner's CommandSettings names them.
@@ -74,13 +76,13 @@ func configure(env Env, root string, args []string) int {
 		return 1
 	}
 	if len(args) > 0 && args[0] == "remove" {
-		return fail("'config.sh remove' is not simulated: delete the runner through the REST API and remove %s and %s", settingsFile, credentialsFile)
+		return fail("'config.sh remove' is not simulated: delete the runner through the REST API and remove %s and %s", runnerfiles.SettingsFile, runnerfiles.CredentialsFile)
 	}
 	a, err := parseConfigArgs(env, args)
 	if err != nil {
 		return fail("%v", err)
 	}
-	if _, err := os.Stat(filepath.Join(root, settingsFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(root, runnerfiles.SettingsFile)); err == nil {
 		return fail("Cannot configure the runner because it is already configured. To reconfigure the runner, run './config.sh remove' first.")
 	}
 	for _, req := range []struct{ flag, value string }{{"url", a.url}, {"token", a.token}} {

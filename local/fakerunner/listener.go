@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/runnerscaler/runnerscaler/local/runnerfiles"
 )
 
 // Timings of the listener (not knobs: the simulator's session timeout is).
@@ -24,7 +26,7 @@ const (
 type listener struct {
 	env       Env
 	root      string
-	settings  settings
+	settings  runnerfiles.Settings
 	cred      string
 	jit       string // the JIT config until a session was opened with it
 	api       *client
@@ -61,11 +63,11 @@ func listen(env Env, root string, args []string) int {
 		logf(env.Stderr, "Error: "+format, a...)
 		return 1
 	}
-	var st settings
-	var cr credentials
+	var st runnerfiles.Settings
+	var cr runnerfiles.Credentials
 	var err error
 	if jit != "" {
-		if st, cr, err = decodeJIT(jit); err != nil {
+		if st, cr, err = runnerfiles.DecodeJIT(jit); err != nil {
 			return fail("%v", err)
 		}
 		if err := writeConfig(root, st, cr); err != nil { // the real runner keeps them too
@@ -76,7 +78,7 @@ func listen(env Env, root string, args []string) int {
 	} else if err != nil {
 		return fail("%v", err)
 	}
-	l := &listener{env: env, root: root, settings: st, cred: cr.token(), jit: jit, api: newClient(st.ServerURL),
+	l := &listener{env: env, root: root, settings: st, cred: cr.Token(), jit: jit, api: newClient(st.ServerURL),
 		sigs: make(chan os.Signal, 1)}
 	signal.Notify(l.sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(l.sigs)

@@ -96,11 +96,15 @@ func (s *Server) generateJIT(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	s.nextID++
-	rn := &Runner{ID: s.nextID, Name: req.Name, Scope: sc, Labels: append([]string{"self-hosted", "Linux", "X64"}, req.Labels...),
+	rn := &Runner{ID: s.nextID + 1, Name: req.Name, Scope: sc, Labels: append([]string{"self-hosted", "Linux", "X64"}, req.Labels...),
 		GroupID: req.RunnerGroupID, Ephemeral: true}
+	enc, err := s.jitConfigLocked(rn, s.runnerBaseURL(r))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.nextID++
 	s.runners[rn.ID] = rn
-	enc := s.jitConfigLocked(rn, s.runnerBaseURL(r))
 	s.jitConfigs[enc] = credential{scope: sc, runnerID: rn.ID, expires: s.opts.Clock.Now().Add(s.opts.RegistrationTokenLifetime)}
 	writeJSON(w, http.StatusCreated, map[string]any{"runner": runnerJSON(rn), "encoded_jit_config": enc})
 }

@@ -32,7 +32,6 @@ package githubsim
 // group; 422 for a malformed request.
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,6 +44,8 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/scope"
+
+	"github.com/runnerscaler/runnerscaler/local/runnerfiles"
 )
 
 // Errors of the runner agents' endpoints, besides ErrInvalidCredential,
@@ -84,27 +85,6 @@ func newAgentState() agentState {
 		jobTokens: map[string]int64{}, wake: make(chan struct{})}
 }
 
-// runnerSettings is a runner's .runner file: the fields of actions/runner's
-// RunnerSettings that matter here. ServerURL is where the runner's agent talks
-// (the simulator, for its /_runner/ paths); GitHubURL is the URL it was configured for.
-type runnerSettings struct {
-	AgentID    int64  `json:"agentId"`
-	AgentName  string `json:"agentName"`
-	PoolID     int64  `json:"poolId"`
-	ServerURL  string `json:"serverUrl"`
-	GitHubURL  string `json:"gitHubUrl"`
-	WorkFolder string `json:"workFolder"`
-	Ephemeral  bool   `json:"ephemeral,omitempty"`
-}
-
-// runnerCredentials is a runner's .credentials file. The simulator's credential is
-// a bearer token, actions/runner's OAuthAccessToken scheme; the real runner's
-// usual OAuth scheme signs tokens with the key of .credentials_rsaparams instead.
-type runnerCredentials struct {
-	Scheme string            `json:"scheme"`
-	Data   map[string]string `json:"data"`
-}
-
 // registration is what config.sh sends and gets back.
 type registrationRequest struct {
 	URL         string   `json:"url"`
@@ -116,8 +96,8 @@ type registrationRequest struct {
 }
 
 type registrationResponse struct {
-	Runner      runnerSettings    `json:"runner"`
-	Credentials runnerCredentials `json:"credentials"`
+	Runner      runnerfiles.Settings    `json:"runner"`
+	Credentials runnerfiles.Credentials `json:"credentials"`
 }
 
 type sessionResponse struct {
@@ -348,29 +328,21 @@ func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 }
 
 // newCredentialLocked issues runner id's credential, as its .credentials file.
-func (s *Server) newCredentialLocked(id int64) runnerCredentials {
+func (s *Server) newCredentialLocked(id int64) runnerfiles.Credentials {
 	cred := randomToken("simcred_")
 	s.agents.credentials[cred] = id
-	return runnerCredentials{Scheme: "OAuthAccessToken", Data: map[string]string{"token": cred}}
+	return runnerfiles.Credentials{Scheme: "OAuthAccessToken", Data: map[string]string{"token": cred}}
 }
 
-// jitConfigLocked issues runner rn's credential and returns its JIT config. Like
-// GitHub's, it is base64 of a JSON object mapping the runner's files (.runner,
-// .credentials) to base64 of their content; run.sh writes them into its root
-// directory. base is the simulator's URL as the runner reaches it.
-func (s *Server) jitConfigLocked(rn *Runner, base string) string {
-	files := map[string]any{".runner": settingsOf(rn, base), ".credentials": s.newCredentialLocked(rn.ID)}
-	enc := make(map[string]string, len(files))
-	for name, v := range files {
-		raw, _ := json.Marshal(v)
-		enc[name] = base64.StdEncoding.EncodeToString(raw)
-	}
-	raw, _ := json.Marshal(enc)
-	return base64.StdEncoding.EncodeToString(raw)
+// jitConfigLocked issues runner rn's credential and returns its JIT config
+// (runnerfiles.EncodeJIT: like GitHub's, the runner's files, which run.sh writes
+// into its root directory). base is the simulator's URL as the runner reaches it.
+func (s *Server) jitConfigLocked(rn *Runner, base string) (string, error) {
+	return runnerfiles.EncodeJIT(settingsOf(rn, base), s.newCredentialLocked(rn.ID))
 }
 
-func settingsOf(rn *Runner, base string) runnerSettings {
-	return runnerSettings{AgentID: rn.ID, AgentName: rn.Name, PoolID: rn.GroupID, ServerURL: base,
+func settingsOf(rn *Runner, base string) runnerfiles.Settings {
+	return runnerfiles.Settings{AgentID: rn.ID, AgentName: rn.Name, PoolID: rn.GroupID, ServerURL: base,
 		GitHubURL: scopeURL(base, rn.Scope), WorkFolder: "_work", Ephemeral: rn.Ephemeral}
 }
 

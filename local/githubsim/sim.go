@@ -32,6 +32,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/hex"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -161,11 +162,7 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]int, len(s.calls))
-	for k, v := range s.calls {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(s.calls)
 }
 
 // Runners returns a copy of every runner, in no particular order.
