@@ -387,6 +387,8 @@ func (l *Loop) Stop() {
 
 func (l *Loop) closeServers() {
 	for _, s := range l.servers {
+		// Runners still running hold long-polls open: cut them rather than wait.
+		s.CloseClientConnections()
 		s.Close()
 	}
 }
