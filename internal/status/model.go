@@ -175,7 +175,7 @@ const (
 // exists and the pools cannot show why a job waits.
 type Webhook struct {
 	State string `json:"state"`
-	// Stale: the last check is older than StaleAfter (the schedule checks every minute).
+	// Stale: the last check is older than StaleAfter.
 	Stale     bool      `json:"stale,omitempty"`
 	CheckedAt time.Time `json:"checkedAt,omitzero"`
 	// AgeSeconds is how long before the report the check was made.

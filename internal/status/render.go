@@ -102,7 +102,7 @@ func RenderWebhook(w io.Writer, h Webhook) error {
 	window := short(time.Duration(h.WindowSeconds * float64(time.Second)))
 	prefix := "webhook: "
 	if h.Stale {
-		prefix = fmt.Sprintf("webhook (stale: checked %s ago; scheduled sweeps check every minute — see the sweeper's log): ",
+		prefix = fmt.Sprintf("webhook (stale: checked %s ago; each scheduled sweep checks — see the sweeper's log): ",
 			secs(h.AgeSeconds))
 	}
 	switch h.State {

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// StaleAfter: a delivery check older than this is reported stale. Scheduled
-// sweeps check every minute, so a stale check means they are not running or
-// cannot read the log (see the sweeper's log).
+// StaleAfter: a delivery check older than this is reported stale. Each
+// scheduled sweep checks (by default every minute), so a stale check means they
+// are not running or cannot read the log (see the sweeper's log).
 const StaleAfter = 10 * time.Minute
 
 // NewWebhook says, at now, what check (nil: none recorded) tells of the

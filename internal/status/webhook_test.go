@@ -130,7 +130,7 @@ func TestWebhookStale(t *testing.T) {
 		if !w.Stale {
 			t.Fatalf("a check 14m old is not stale: %+v", w)
 		}
-		if out := renderWebhook(t, w); !strings.HasPrefix(out, "webhook (stale: checked 14m ago; scheduled sweeps check every minute") {
+		if out := renderWebhook(t, w); !strings.HasPrefix(out, "webhook (stale: checked 14m ago; each scheduled sweep checks — see the sweeper's log): ") {
 			t.Fatalf("rendered %q, want it marked stale", out)
 		}
 	}
