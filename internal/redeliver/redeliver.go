@@ -9,6 +9,11 @@
 // payload the webhook rejects), at most MaxRedeliveries times per delivery, and
 // only within the window after the delivery's original attempt, however recent
 // its last redelivery.
+//
+// Recover also says what it saw (Undelivered): every workflow_job delivery in
+// the window that did not get through, redeliverable or not, so that a webhook
+// GitHub cannot reach at all (a 401 from a wrong secret, a 404 from a wrong URL)
+// shows up in `runnerscaler status`.
 package redeliver
 
 import (
