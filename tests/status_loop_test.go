@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -47,7 +48,8 @@ pools:
 	w.waitFor("every job completed", 3*time.Minute, func() bool { return allDone(l.Sim.Jobs()) })
 
 	clk := clock.RealClock{}
-	g := gather.New(cfg, reservation.New(db, tableName, clk), poolstate.NewStore(db, tableName), kube, clk)
+	g := gather.New(cfg, reservation.New(db, tableName, clk), poolstate.NewStore(db, tableName),
+		deliverylog.NewStore(db, tableName), kube, clk)
 	for _, j := range l.Sim.Jobs() {
 		// The completed delivery may still be on its way.
 		w.waitFor(fmt.Sprintf("job %d traced as completed", j.ID), 30*time.Second, func() bool {

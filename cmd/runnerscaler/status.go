@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -109,7 +110,12 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		if err != nil {
 			return err
 		}
-		return render(stdout, f.output, r.Pools[0], func() error { return status.RenderPool(stdout, r.At, r.Pools[0]) })
+		return render(stdout, f.output, r.Pools[0], func() error {
+			if err := status.RenderWebhook(stdout, r.Webhook); err != nil {
+				return err
+			}
+			return status.RenderPool(stdout, r.At, r.Pools[0])
+		})
 	}
 	r, err := g.Report(ctx, "")
 	if err != nil {
@@ -148,5 +154,6 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	}
 	db := awsconf.DynamoDB(aws, f.dynamoEndpoint)
 	clk := clock.RealClock{}
-	return gather.New(pools, reservation.New(db, f.table, clk), poolstate.NewStore(db, f.table), kc, clk), nil
+	return gather.New(pools, reservation.New(db, f.table, clk), poolstate.NewStore(db, f.table),
+		deliverylog.NewStore(db, f.table), kc, clk), nil
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,10 +25,12 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/status"
@@ -396,4 +399,83 @@ func withLabels(t *testing.T, body []byte, labels ...string) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestStatusShowsDeliveriesGitHubCouldNotGetThrough: GitHub's webhook
+// deliveries fail — a 502, then three 401s (the secret differs) — so no
+// reservation exists. Before any scheduled sweep, status says the deliveries
+// were not checked; after one (the real recoverer reading the GitHub
+// simulator's delivery log, recording it in the table), status shows them by
+// status, the latest 401 with its hint, and -o json carries the same.
+func TestStatusShowsDeliveriesGitHubCouldNotGetThrough(t *testing.T) {
+	w := newWorld(t, `
+pools:
+  - name: small
+    organization: acme
+    maxReplicas: 1
+    kubernetes: {namespace: %s, image: runner:1}
+`, false)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 7, AppKey: &key.PublicKey, Clock: w.clock})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	var mu sync.Mutex
+	answer := 502
+	sim.OnDelivery(func(_, _ string, _ []byte) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return answer
+	})
+	queue := func(status int) {
+		mu.Lock()
+		answer = status
+		mu.Unlock()
+		sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"x"}, Duration: time.Second})
+		w.clock.Step(time.Second)
+	}
+	queue(502)
+	for range 3 {
+		queue(401)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	app, err := githubapi.NewApp(githubapi.Config{BaseURL: srv.URL, Auth: githubapi.Auth{AppID: 7, PrivateKey: keyPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if log, err := app.Deliveries(t.Context(), time.Time{}); err == nil && len(log) >= 4 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("delivery log: %d attempts, %v; want 4", len(log), err)
+		}
+	}
+	mustContain(t, w.status(), "webhook: deliveries not checked yet")
+
+	s := sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
+		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), nil, w.clock, nil,
+		sweeper.Options{Recoverer: redeliver.New(app, w.clock, 0, nil), DeliveryLog: deliverylog.NewStore(w.db, w.table)})
+	if _, err := s.Handle(t.Context(), sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}); err != nil {
+		t.Fatal(err)
+	}
+	out := w.status()
+	t.Logf("runnerscaler status:\n%s", out)
+	mustContain(t, out, "webhook: 4 workflow_job deliveries GitHub could not get through in the last 30m (401 ×3, 502 ×1)",
+		"the last check redelivered 1", "queued, 401 — the webhook secret in GitHub differs from the one in Secrets Manager",
+		"  502: the function failing or timing out")
+	if !strings.HasPrefix(out, "webhook: ") {
+		t.Errorf("the webhook line is not first:\n%s", out)
+	}
+	mustContain(t, w.status("small"), "webhook: 4 workflow_job deliveries")
+	var r status.Report
+	if err := json.Unmarshal([]byte(w.status("-o", "json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	h := r.Webhook
+	if h.State != status.WebhookFailing || h.Failed != 4 || h.ByStatus[401] != 3 || h.ByStatus[502] != 1 || h.Stale ||
+		h.Latest == nil || h.Latest.StatusCode != 401 || h.Latest.Action != "queued" || !h.Latest.At.Equal(w.clock.Now().Add(-time.Second)) {
+		t.Fatalf("JSON webhook %+v (latest %+v)", h, h.Latest)
+	}
 }

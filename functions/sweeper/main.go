@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
@@ -96,6 +97,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 			return nil, err
 		}
 		opts.Recoverer = redeliver.New(app, clk, 0, log)
+		opts.DeliveryLog = deliverylog.NewStore(db, cfg.TableName)
 	}
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),

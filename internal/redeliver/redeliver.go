@@ -9,6 +9,11 @@
 // payload the webhook rejects), at most MaxRedeliveries times per delivery, and
 // only within the window after the delivery's original attempt, however recent
 // its last redelivery.
+//
+// Recover also says what it saw (Undelivered): every workflow_job delivery in
+// the window that did not get through, redeliverable or not, so that a webhook
+// GitHub cannot reach at all (a 401 from a wrong secret, a 404 from a wrong URL)
+// shows up in `runnerscaler status`.
 package redeliver
 
 import (
@@ -68,18 +73,58 @@ type history struct {
 	redeliveries int
 }
 
+// Undelivered is what one Recover saw in the delivery log: the workflow_job
+// deliveries with an attempt within the window of which no attempt in the window
+// got through (no 2xx). It is what GitHub could not deliver to the webhook,
+// whatever the cause — a wrong secret or URL as well as a failing function.
+type Undelivered struct {
+	// CheckedAt is when the log was read; zero when reading it failed (then
+	// nothing else is set).
+	CheckedAt time.Time
+	// Window is how far back the log was read.
+	Window time.Duration
+	// ByStatus counts those deliveries by the status code of their latest attempt
+	// (0: no response — timed out or could not connect).
+	ByStatus map[int]int
+	// Latest is the delivery whose latest attempt is the newest; nil when none failed.
+	Latest *FailedDelivery
+	// Redelivered counts the redeliveries this Recover asked for.
+	Redelivered int
+}
+
+// FailedDelivery is the latest attempt of a delivery that did not get through.
+type FailedDelivery struct {
+	At         time.Time
+	StatusCode int
+	// Action is the workflow_job action (queued, in_progress, completed, waiting).
+	Action string
+	GUID   string
+}
+
+// Count is how many deliveries did not get through.
+func (u Undelivered) Count() int {
+	n := 0
+	for _, c := range u.ByStatus {
+		n += c
+	}
+	return n
+}
+
 // Recover redelivers, oldest first, every workflow_job delivery that should be
-// (see the package comment) and returns how many it asked for.
-func (r *Recoverer) Recover(ctx context.Context) (int, error) {
+// (see the package comment) and returns what it saw, with how many redeliveries
+// it asked for. When listing the log fails, the result has a zero CheckedAt;
+// when a redelivery fails, the result counts those asked for before it.
+func (r *Recoverer) Recover(ctx context.Context) (Undelivered, error) {
 	now := r.clock.Now()
 	// A delivery whose original attempt is older than the window is not redelivered,
 	// so its older attempts need not be read: their absence says enough.
 	attempts, err := r.app.Deliveries(ctx, now.Add(-r.window))
 	if err != nil {
-		return 0, err
+		return Undelivered{}, err
 	}
-	n := 0
-	for _, h := range histories(attempts) {
+	hs := histories(attempts)
+	u := undelivered(hs, now, r.window)
+	for _, h := range hs {
 		why := r.verdict(h, now)
 		switch why {
 		case "":
@@ -91,13 +136,29 @@ func (r *Recoverer) Recover(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := r.app.Redeliver(ctx, h.latest.ID); err != nil {
-			return n, err
+			return u, err
 		}
-		n++
+		u.Redelivered++
 		r.log.InfoContext(ctx, "redelivered a failed webhook delivery", "guid", h.guid, "action", h.latest.Action,
 			"status", h.latest.StatusCode, "redeliveries", h.redeliveries+1)
 	}
-	return n, nil
+	return u, nil
+}
+
+// undelivered summarises the histories none of whose attempts got through.
+func undelivered(hs []*history, now time.Time, window time.Duration) Undelivered {
+	u := Undelivered{CheckedAt: now, Window: window, ByStatus: map[int]int{}}
+	for _, h := range hs {
+		if h.ok {
+			continue
+		}
+		u.ByStatus[h.latest.StatusCode]++
+		if u.Latest == nil || h.latest.DeliveredAt.After(u.Latest.At) {
+			u.Latest = &FailedDelivery{At: h.latest.DeliveredAt, StatusCode: h.latest.StatusCode,
+				Action: h.latest.Action, GUID: h.guid}
+		}
+	}
+	return u
 }
 
 // histories groups workflow_job attempts (newest first) by GUID, oldest delivery

@@ -64,7 +64,7 @@ func TestRecoverRedeliversWhatNeverGotThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := redeliver.New(app, clock.RealClock{}, 0, nil)
-	n, err := r.Recover(t.Context())
+	n, err := redelivered(t.Context(), r)
 	if err != nil || n != 3 {
 		t.Fatalf("Recover = %d, %v; want the 3 failed deliveries", n, err)
 	}
@@ -88,9 +88,15 @@ func TestRecoverRedeliversWhatNeverGotThrough(t *testing.T) {
 		}
 	}
 	mu.Unlock()
-	if n, err := r.Recover(t.Context()); err != nil || n != 0 {
+	if n, err := redelivered(t.Context(), r); err != nil || n != 0 {
 		t.Fatalf("second Recover = %d, %v; want nothing left", n, err)
 	}
+}
+
+// redelivered is how many redeliveries r.Recover asked for.
+func redelivered(ctx context.Context, r *redeliver.Recoverer) (int, error) {
+	u, err := r.Recover(ctx)
+	return u.Redelivered, err
 }
 
 // failing is a GitHub simulator whose webhook answers every delivery with status
@@ -174,7 +180,7 @@ func TestRedeliversOnlyWhatCanSucceed(t *testing.T) {
 			f.queue()
 			r := redeliver.New(f.app, clk, 0, nil)
 			for i := 1; i <= 2; i++ {
-				if n, err := r.Recover(t.Context()); err != nil || n != tc.want {
+				if n, err := redelivered(t.Context(), r); err != nil || n != tc.want {
 					t.Fatalf("Recover #%d after a %d = %d, %v; want %d", i, tc.status, n, err, tc.want)
 				}
 				f.waitAttempts(t, 1+i*tc.want)
@@ -193,13 +199,13 @@ func TestRedeliveryEndsAtTheCap(t *testing.T) {
 	f.queue()
 	r := redeliver.New(f.app, clk, 0, nil)
 	for i := 1; i <= redeliver.MaxRedeliveries; i++ {
-		if n, err := r.Recover(t.Context()); err != nil || n != 1 {
+		if n, err := redelivered(t.Context(), r); err != nil || n != 1 {
 			t.Fatalf("Recover #%d = %d, %v; want the 502 redelivered", i, n, err)
 		}
 		f.waitAttempts(t, 1+i)
 		clk.Step(11 * time.Second)
 	}
-	if n, err := r.Recover(t.Context()); err != nil || n != 0 {
+	if n, err := redelivered(t.Context(), r); err != nil || n != 0 {
 		t.Fatalf("Recover after %d redeliveries = %d, %v; want none", redeliver.MaxRedeliveries, n, err)
 	}
 }
@@ -227,7 +233,7 @@ func TestWindowRunsFromTheOriginalDelivery(t *testing.T) {
 	f.mu.Lock()
 	f.got = nil
 	f.mu.Unlock()
-	n, err := redeliver.New(f.app, clk, 0, nil).Recover(t.Context())
+	n, err := redelivered(t.Context(), redeliver.New(f.app, clk, 0, nil))
 	if err != nil || n != 1 {
 		t.Fatalf("Recover = %d, %v; want 1 (the delivery first attempted 20 minutes ago)", n, err)
 	}
@@ -260,7 +266,7 @@ func TestRedeliversOldestFirst(t *testing.T) {
 		clk.Step(time.Second)
 	}
 	app := &recordingApp{App: f.app}
-	if n, err := redeliver.New(app, clk, 0, nil).Recover(t.Context()); err != nil || n != 4 {
+	if n, err := redelivered(t.Context(), redeliver.New(app, clk, 0, nil)); err != nil || n != 4 {
 		t.Fatalf("Recover = %d, %v; want 4", n, err)
 	}
 	if !slices.IsSorted(app.ids) || len(app.ids) != 4 {

@@ -1,5 +1,6 @@
 // Package status answers an operator's first question — why is my job still
-// queued? — from what the product stores and what the cluster shows: per pool,
+// queued? — from what the product stores and what the cluster shows: for the
+// deployment, whether GitHub gets its deliveries through to the webhook; per pool,
 // the runners by phase, the jobs that wait and why, the last sweep and its recent
 // errors; per job, the deliveries seen, the reservation and the runner that took
 // it.

@@ -117,8 +117,11 @@ type Pool struct {
 
 // Report is every pool at one instant.
 type Report struct {
-	At    time.Time `json:"at"`
-	Pools []Pool    `json:"pools"`
+	At time.Time `json:"at"`
+	// Webhook is what GitHub's delivery log, as the sweeper last read it, says
+	// of the deliveries to the webhook (set by NewWebhook).
+	Webhook Webhook `json:"webhook"`
+	Pools   []Pool  `json:"pools"`
 	// Unrouted are recent jobs no pool matched, with why.
 	Unrouted []Job `json:"unrouted,omitempty"`
 }
@@ -132,4 +135,64 @@ type Trace struct {
 	// when none took it or it is gone (RunnerGone).
 	Runner     *Runner `json:"runner,omitempty"`
 	RunnerGone bool    `json:"runnerGone,omitempty"`
+}
+
+// DeliveryCheck is what a scheduled sweep recorded of GitHub's log of the App's
+// webhook deliveries: the workflow_job deliveries within Window before At that
+// no attempt got through.
+type DeliveryCheck struct {
+	At     time.Time
+	Window time.Duration
+	// ByStatus counts them by their latest attempt's status code (0: no response).
+	ByStatus map[int]int
+	// Latest is the one whose latest attempt is the newest; nil when none failed.
+	Latest *FailedDelivery
+	// Redelivered counts the redeliveries that sweep asked for.
+	Redelivered int
+}
+
+// FailedDelivery is the latest attempt of a delivery that did not get through.
+type FailedDelivery struct {
+	At         time.Time `json:"at"`
+	StatusCode int       `json:"statusCode"`
+	Action     string    `json:"action"`
+	GUID       string    `json:"guid"`
+}
+
+// What the report says of the webhook's deliveries (Webhook.State).
+const (
+	// WebhookNotChecked: no scheduled sweep has recorded the delivery log (none
+	// ran yet, or the deployment has no GitHub App to read it with).
+	WebhookNotChecked = "not-checked"
+	// WebhookOK: no workflow_job delivery failed within the window.
+	WebhookOK = "ok"
+	// WebhookFailing: some did not get through.
+	WebhookFailing = "failing"
+)
+
+// Webhook is the deployment-level part of a Report: whether GitHub gets its
+// deliveries through to the webhook at all. When it does not, no reservation
+// exists and the pools cannot show why a job waits.
+type Webhook struct {
+	State string `json:"state"`
+	// Stale: the last check is older than StaleAfter.
+	Stale     bool      `json:"stale,omitempty"`
+	CheckedAt time.Time `json:"checkedAt,omitzero"`
+	// AgeSeconds is how long before the report the check was made.
+	AgeSeconds    float64 `json:"ageSeconds,omitempty"`
+	WindowSeconds float64 `json:"windowSeconds,omitempty"`
+	// Failed counts the deliveries that did not get through; ByStatus by their
+	// latest attempt's status code (0: no response).
+	Failed      int             `json:"failed"`
+	ByStatus    map[int]int     `json:"byStatus,omitempty"`
+	Latest      *FailedDelivery `json:"latest,omitempty"`
+	Redelivered int             `json:"redelivered,omitempty"`
+	// Hints say what the status codes seen usually mean, the latest's first.
+	Hints []DeliveryHint `json:"hints,omitempty"`
+}
+
+// DeliveryHint explains a class of status codes.
+type DeliveryHint struct {
+	Statuses []int  `json:"statuses"`
+	Hint     string `json:"hint"`
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -50,9 +52,13 @@ func (t *table) flush() error {
 	return nil
 }
 
-// RenderReport prints every pool in one table, then the waiting jobs with why,
-// the runners held up, the unrouted jobs and the recent errors.
+// RenderReport prints whether GitHub gets its deliveries through to the
+// webhook, every pool in one table, then the waiting jobs with why, the runners
+// held up, the unrouted jobs and the recent errors.
 func RenderReport(w io.Writer, r Report) error {
+	if err := RenderWebhook(w, r.Webhook); err != nil {
+		return err
+	}
 	t := newTable(w)
 	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "MAX", "SATURATED", "LAST SWEEP")
 	for _, p := range r.Pools {
@@ -88,6 +94,77 @@ func RenderReport(w io.Writer, r Report) error {
 	section(t, w, "RECENT SWEEP ERRORS", []string{"POOL", "WHEN", "ERROR"}, errs)
 	return t.err
 }
+
+// RenderWebhook prints what the last delivery check says of the webhook's
+// deliveries: one line, then a line per further hint, then a blank line.
+func RenderWebhook(w io.Writer, h Webhook) error {
+	var lines []string
+	window := short(time.Duration(h.WindowSeconds * float64(time.Second)))
+	prefix := "webhook: "
+	if h.Stale {
+		prefix = fmt.Sprintf("webhook (stale: checked %s ago; each scheduled sweep checks — see the sweeper's log): ",
+			secs(h.AgeSeconds))
+	}
+	switch h.State {
+	case WebhookNotChecked:
+		lines = append(lines, prefix+"deliveries not checked yet (each scheduled sweep reads GitHub's delivery log when the deployment has a GitHub App)")
+	case WebhookOK:
+		lines = append(lines, fmt.Sprintf("%sno failed workflow_job deliveries in the last %s (checked %s)", prefix, window, clockTime(h.CheckedAt)))
+	default:
+		line := fmt.Sprintf("%s%d workflow_job deliveries GitHub could not get through in the last %s (%s)",
+			prefix, h.Failed, window, statusCounts(h.ByStatus))
+		if h.Redelivered > 0 {
+			line += fmt.Sprintf("; the last check redelivered %d", h.Redelivered)
+		}
+		rest := h.Hints // the latest's first
+		if l := h.Latest; l != nil {
+			line += fmt.Sprintf("; latest %s %s, %s", clockTime(l.At), l.Action, statusText(l.StatusCode))
+			if len(rest) > 0 && slices.Contains(rest[0].Statuses, l.StatusCode) {
+				line += " — " + rest[0].Hint
+				rest = rest[1:]
+			}
+		}
+		lines = append(lines, line)
+		for _, hint := range rest {
+			codes := make([]string, len(hint.Statuses))
+			for i, c := range hint.Statuses {
+				codes[i] = statusText(c)
+			}
+			lines = append(lines, fmt.Sprintf("  %s: %s", strings.Join(codes, ", "), hint.Hint))
+		}
+	}
+	_, err := fmt.Fprintln(w, strings.Join(lines, "\n")+"\n")
+	if err != nil {
+		return fmt.Errorf("writing status: %w", err)
+	}
+	return nil
+}
+
+// statusCounts lists status codes with their counts, most frequent first.
+func statusCounts(byStatus map[int]int) string {
+	codes := slices.Collect(maps.Keys(byStatus))
+	slices.SortFunc(codes, func(a, b int) int {
+		if byStatus[a] != byStatus[b] {
+			return byStatus[b] - byStatus[a]
+		}
+		return a - b
+	})
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = fmt.Sprintf("%s ×%d", statusText(c), byStatus[c])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func statusText(code int) string {
+	if code == 0 {
+		return "no response"
+	}
+	return strconv.Itoa(code)
+}
+
+// clockTime is t's time of day in UTC.
+func clockTime(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
 
 // section prints a titled table when it has rows.
 func section(t *table, w io.Writer, title string, header, rows []string) {

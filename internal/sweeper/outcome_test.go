@@ -11,6 +11,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -50,7 +51,9 @@ func TestSweepOutcomeIsRecorded(t *testing.T) {
 
 type redelivering int
 
-func (r redelivering) Recover(context.Context) (int, error) { return int(r), nil }
+func (r redelivering) Recover(context.Context) (redeliver.Undelivered, error) {
+	return redeliver.Undelivered{Redelivered: int(r)}, nil
+}
 
 // TestRedeliveriesAreCounted: a scheduled sweep writes how many deliveries it had
 // redelivered, at the function's log level.

@@ -24,6 +24,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 )
@@ -55,9 +56,17 @@ type RunnerWatcher interface {
 	StillRunning(ctx context.Context, p *pool.Pool, pods []string) ([]string, error)
 }
 
-// Recoverer redelivers webhook deliveries that never got through (redeliver.Recoverer).
+// Recoverer redelivers webhook deliveries that never got through and says what
+// it saw of them (redeliver.Recoverer). A result with a zero CheckedAt means the
+// delivery log could not be read.
 type Recoverer interface {
-	Recover(ctx context.Context) (int, error)
+	Recover(ctx context.Context) (redeliver.Undelivered, error)
+}
+
+// DeliveryLog keeps what the last scheduled sweep saw of the webhook's failed
+// deliveries, for `runnerscaler status` (deliverylog.Store).
+type DeliveryLog interface {
+	Put(ctx context.Context, u redeliver.Undelivered) error
 }
 
 // Options tune a Sweeper; zero values take the defaults.
@@ -72,6 +81,9 @@ type Options struct {
 	MaxWait time.Duration
 	// Recoverer, when set, redelivers lost webhook deliveries on each scheduled sweep.
 	Recoverer Recoverer
+	// DeliveryLog, when set with Recoverer, records what each scheduled sweep saw
+	// of the deliveries that did not get through, whenever it read the log.
+	DeliveryLog DeliveryLog
 	// Metrics, when set, receives the count of redelivered deliveries (Redeliveries).
 	Metrics *emf.Writer
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
@@ -198,12 +210,14 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 }
 
 // recover asks GitHub to redeliver lost deliveries; they come back through the
-// webhook, which nudges the sweeper. A failure is logged: the next tick retries.
+// webhook, which nudges the sweeper. It records what it saw of the failed
+// deliveries whenever it read the log. A failure is logged: the next tick retries.
 func (s *Sweeper) recover(ctx context.Context) {
 	if s.opts.Recoverer == nil {
 		return
 	}
-	n, err := s.opts.Recoverer.Recover(ctx)
+	u, err := s.opts.Recoverer.Recover(ctx)
+	n := u.Redelivered
 	if merr := s.opts.Metrics.Write(emf.Record{Time: s.clock.Now(), Dimensions: map[string]string{},
 		Metrics: []emf.Metric{{Name: "Redeliveries", Unit: emf.Count, Value: float64(n)}}}); merr != nil {
 		s.log.WarnContext(ctx, "cannot write the redelivery metric", "error", merr)
@@ -212,6 +226,12 @@ func (s *Sweeper) recover(ctx context.Context) {
 		s.log.WarnContext(ctx, "recovering lost webhook deliveries", "error", err, "redelivered", n)
 	} else if n > 0 {
 		s.log.InfoContext(ctx, "redelivered lost webhook deliveries", "count", n)
+	}
+	if s.opts.DeliveryLog == nil || u.CheckedAt.IsZero() {
+		return
+	}
+	if perr := s.opts.DeliveryLog.Put(ctx, u); perr != nil {
+		s.log.WarnContext(ctx, "recording the failed webhook deliveries", "error", perr)
 	}
 }
 

@@ -38,6 +38,8 @@ type env struct {
 	status  *poolstate.Store
 	leases  *poolstate.Leases
 	clock   *clocktesting.FakeClock
+	db      *dynamodb.Client
+	table   string
 }
 
 func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
@@ -55,7 +57,7 @@ func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(poolstate.API) p
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(t0)
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
-		leases: poolstate.NewLeases(wrap(db), name, clk, 30*time.Second, opts...), clock: clk}
+		leases: poolstate.NewLeases(wrap(db), name, clk, 30*time.Second, opts...), clock: clk, db: db, table: name}
 	e.sweeper = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{})
 	return e
 }

@@ -55,6 +55,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -364,6 +365,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	sopts := sweeper.Options{}
 	if l.recoverer != nil {
 		sopts.Recoverer = l.recoverer
+		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	l.sweeper.Store(sweeper.New(cfg, store, l.status,

@@ -1,5 +1,6 @@
 // Package gather reads what package status reports on: the pools file, the
-// table (reservations and pool status items) and the cluster (each pool's
+// table (reservations, pool status items and the last webhook delivery check)
+// and the cluster (each pool's
 // StatefulSets, pods and, for runners without a pod, their controller's events),
 // with whatever credentials its clients carry — the operator's own for
 // `runnerscaler status`. It only reads.
@@ -16,6 +17,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 )
@@ -39,21 +41,29 @@ type Statuses interface {
 	Get(ctx context.Context, pool string) (poolstate.Status, error)
 }
 
+// DeliveryChecks reads what the last scheduled sweep recorded of GitHub's
+// webhook delivery log (deliverylog.Store); false when none has yet.
+type DeliveryChecks interface {
+	Get(ctx context.Context) (redeliver.Undelivered, bool, error)
+}
+
 // Gatherer reads one deployment's state. Build it with New.
 type Gatherer struct {
 	pools        *pool.Config
 	reservations Reservations
 	statuses     Statuses
+	deliveries   DeliveryChecks
 	kube         kubernetes.Interface
 	clock        clock.PassiveClock
 }
 
 // New returns a gatherer over the pools of cfg.
-func New(cfg *pool.Config, rs Reservations, st Statuses, kube kubernetes.Interface, clk clock.PassiveClock) *Gatherer {
-	return &Gatherer{pools: cfg, reservations: rs, statuses: st, kube: kube, clock: clk}
+func New(cfg *pool.Config, rs Reservations, st Statuses, dc DeliveryChecks, kube kubernetes.Interface, clk clock.PassiveClock) *Gatherer {
+	return &Gatherer{pools: cfg, reservations: rs, statuses: st, deliveries: dc, kube: kube, clock: clk}
 }
 
-// Report reads every pool, or only the one named (ErrUnknownPool if none is).
+// Report reads the last delivery check and every pool, or only the one named
+// (ErrUnknownPool if none is).
 func (g *Gatherer) Report(ctx context.Context, only string) (status.Report, error) {
 	var pools []*pool.Pool
 	for i := range g.pools.Pools {
@@ -82,7 +92,27 @@ func (g *Gatherer) Report(ctx context.Context, only string) (status.Report, erro
 			unrouted = append(unrouted, unroutedJob(u))
 		}
 	}
-	return status.Build(g.clock.Now(), inputs, unrouted), nil
+	check, err := g.deliveryCheck(ctx)
+	if err != nil {
+		return status.Report{}, err
+	}
+	now := g.clock.Now()
+	r := status.Build(now, inputs, unrouted)
+	r.Webhook = status.NewWebhook(now, check)
+	return r, nil
+}
+
+// deliveryCheck is nil when no scheduled sweep has recorded one.
+func (g *Gatherer) deliveryCheck(ctx context.Context) (*status.DeliveryCheck, error) {
+	u, ok, err := g.deliveries.Get(ctx)
+	if err != nil || !ok {
+		return nil, err
+	}
+	c := &status.DeliveryCheck{At: u.CheckedAt, Window: u.Window, ByStatus: u.ByStatus, Redelivered: u.Redelivered}
+	if l := u.Latest; l != nil {
+		c.Latest = &status.FailedDelivery{At: l.At, StatusCode: l.StatusCode, Action: l.Action, GUID: l.GUID}
+	}
+	return c, nil
 }
 
 func unroutedJob(u reservation.Unrouted) status.Job {
