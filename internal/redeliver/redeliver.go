@@ -202,7 +202,7 @@ func (r *Recoverer) verdict(h *history, now time.Time) string {
 		return reasonDelivered
 	case h.original == nil || now.Sub(h.original.DeliveredAt) > r.window:
 		return reasonOutsideWindow
-	case !retryable(h.latest.StatusCode):
+	case !Retryable(h.latest.StatusCode):
 		return fmt.Sprintf("the webhook answered %d, which a retry will not change", h.latest.StatusCode)
 	case h.redeliveries >= MaxRedeliveries:
 		return fmt.Sprintf("redelivered %d times already", h.redeliveries)
@@ -212,10 +212,10 @@ func (r *Recoverer) verdict(h *history, now time.Time) string {
 	return ""
 }
 
-// retryable reports whether an attempt that got status (0: no response — timed
+// Retryable reports whether an attempt that got status (0: no response — timed
 // out or could not connect) may succeed when redelivered: 5xx, 408 and 429 may;
 // any other 4xx says the request itself is refused (a 401 from a rotated secret,
 // a 400 for a payload the webhook rejects, a 404 or 413 from the endpoint).
-func retryable(status int) bool {
+func Retryable(status int) bool {
 	return status == 0 || status >= 500 || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests
 }

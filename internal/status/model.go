@@ -145,6 +145,9 @@ type DeliveryCheck struct {
 	Window time.Duration
 	// ByStatus counts them by their latest attempt's status code (0: no response).
 	ByStatus map[int]int
+	// Redeliverable says, for each status code of ByStatus, whether the sweeper
+	// redelivers deliveries that ended with it (redeliver.Retryable).
+	Redeliverable map[int]bool
 	// Latest is the one whose latest attempt is the newest; nil when none failed.
 	Latest *FailedDelivery
 	// Redelivered counts the redeliveries that sweep asked for.

@@ -33,7 +33,7 @@ func NewWebhook(now time.Time, check *DeliveryCheck) Webhook {
 		return w
 	}
 	w.State, w.Latest = WebhookFailing, check.Latest
-	w.Hints = hints(w.ByStatus, check.Latest)
+	w.Hints = hints(w.ByStatus, check.Redeliverable, check.Latest)
 	return w
 }
 
@@ -57,27 +57,28 @@ var classHints = map[statusClass]string{
 	classOther:   "refused — see the webhook's log",
 }
 
-func classOf(code int) statusClass {
+// classOf classes code; redeliverable says whether the sweeper redelivers it.
+func classOf(code int, redeliverable bool) statusClass {
 	switch {
+	case redeliverable:
+		return classFailing
 	case code == http.StatusUnauthorized:
 		return classSecret
 	case code == http.StatusNotFound || code == http.StatusGone:
 		return classURL
 	case code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge || code == http.StatusUnprocessableEntity:
 		return classPayload
-	case code == 0 || code >= 500 || code == http.StatusRequestTimeout || code == http.StatusTooManyRequests:
-		return classFailing
 	}
 	return classOther
 }
 
 // hints is one hint per class seen, the latest delivery's class first, then by
 // how many deliveries each explains.
-func hints(byStatus map[int]int, latest *FailedDelivery) []DeliveryHint {
+func hints(byStatus map[int]int, redeliverable map[int]bool, latest *FailedDelivery) []DeliveryHint {
 	counts := map[statusClass]int{}
 	codes := map[statusClass][]int{}
 	for code, n := range byStatus {
-		c := classOf(code)
+		c := classOf(code, redeliverable[code])
 		counts[c] += n
 		codes[c] = append(codes[c], code)
 	}
@@ -87,7 +88,7 @@ func hints(byStatus map[int]int, latest *FailedDelivery) []DeliveryHint {
 	}
 	first := classOther + 1
 	if latest != nil {
-		first = classOf(latest.StatusCode)
+		first = classOf(latest.StatusCode, redeliverable[latest.StatusCode])
 	}
 	slices.SortFunc(classes, func(a, b statusClass) int {
 		switch {

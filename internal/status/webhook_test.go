@@ -9,12 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 )
 
 // check is a delivery check made ago before now, over the default 30 minutes.
 func check(ago time.Duration, byStatus map[int]int, latest *status.FailedDelivery) *status.DeliveryCheck {
-	return &status.DeliveryCheck{At: now.Add(-ago), Window: 30 * time.Minute, ByStatus: byStatus, Latest: latest}
+	redeliverable := map[int]bool{}
+	for code := range byStatus {
+		redeliverable[code] = redeliver.Retryable(code)
+	}
+	return &status.DeliveryCheck{At: now.Add(-ago), Window: 30 * time.Minute, ByStatus: byStatus, Redeliverable: redeliverable, Latest: latest}
 }
 
 func renderWebhook(t *testing.T, w status.Webhook) string {

@@ -108,7 +108,11 @@ func (g *Gatherer) deliveryCheck(ctx context.Context) (*status.DeliveryCheck, er
 	if err != nil || !ok {
 		return nil, err
 	}
-	c := &status.DeliveryCheck{At: u.CheckedAt, Window: u.Window, ByStatus: u.ByStatus, Redelivered: u.Redelivered}
+	c := &status.DeliveryCheck{At: u.CheckedAt, Window: u.Window, ByStatus: u.ByStatus, Redelivered: u.Redelivered,
+		Redeliverable: make(map[int]bool, len(u.ByStatus))}
+	for code := range u.ByStatus {
+		c.Redeliverable[code] = redeliver.Retryable(code)
+	}
 	if l := u.Latest; l != nil {
 		c.Latest = &status.FailedDelivery{At: l.At, StatusCode: l.StatusCode, Action: l.Action, GUID: l.GUID}
 	}
