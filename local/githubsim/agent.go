@@ -94,6 +94,7 @@ func (s *Server) registerLocked(reg Registration, replace bool) (*Runner, error)
 				return nil, fmt.Errorf("runner %q: %w", reg.Name, ErrRunnerExists)
 			}
 			delete(s.runners, id)
+			s.forgetRunnerLocked(id)
 		}
 	}
 	s.nextID++
@@ -118,7 +119,12 @@ func (s *Server) groupIDLocked(scopeKey, name string) (int64, error) {
 
 // SetBusy marks a runner as running a job (or idle). ErrRunnerGone if it was removed.
 func (s *Server) SetBusy(id int64, busy bool) error {
-	return s.withRunner(id, func(rn *Runner) { rn.Busy = busy })
+	return s.withRunner(id, func(rn *Runner) {
+		if busy && !rn.Busy {
+			s.assignLocked(rn, uint64(id)|1<<63)
+		}
+		rn.Busy = busy
+	})
 }
 
 // SetOnline marks a runner online or offline (its agent connected or not).
@@ -133,6 +139,7 @@ func (s *Server) FinishJob(id int64) error {
 		rn.Busy = false
 		if rn.Ephemeral {
 			delete(s.runners, id)
+			s.forgetRunnerLocked(id)
 		}
 	})
 }

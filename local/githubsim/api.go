@@ -138,7 +138,9 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	from, to := min((page-1)*perPage, total), min(page*perPage, total)
 	list := make([]map[string]any, 0, to-from)
 	for _, x := range all[from:to] {
-		list = append(list, runnerJSON(x))
+		shown := *x
+		shown.Busy = s.restBusyLocked(x) // the REST view, which may lie (BusyLie)
+		list = append(list, runnerJSON(&shown))
 	}
 	s.mu.Unlock()
 	body, _ := json.Marshal(map[string]any{"total_count": total, "runners": list})
@@ -164,21 +166,31 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 
 func linkBase(r *http.Request) string { return "http://" + r.Host + r.URL.Path }
 
-// removeRunner: DELETE .../actions/runners/{runner_id}: 204, 404, or 422 while busy.
+// removeRunner: DELETE .../actions/runners/{runner_id}: 204, 404, or 422 while
+// busy as the REST view says (which may lie, see BusyLie): a runner removed
+// while it runs a job loses the job, whose `completed` delivery (failure) is
+// emitted before the answer.
 func (s *Server) removeRunner(w http.ResponseWriter, r *http.Request) {
 	id, _ := strconv.ParseInt(r.PathValue("runner_id"), 10, 64)
 	sc := scopeOf(r)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	rn, ok := s.runners[id]
 	switch {
 	case !ok || rn.Scope.String() != sc.String():
+		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "Not Found")
-	case rn.Busy:
+	case s.restBusyLocked(rn):
+		s.mu.Unlock()
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner %q is still running a job", rn.Name))
 	default:
 		delete(s.runners, id)
+		s.forgetRunnerLocked(id)
+		lost, wasLost := s.loseJobLocked(rn)
 		s.notifyLocked() // its agent's long-poll learns at once
+		s.mu.Unlock()
+		if wasLost {
+			s.emit(lost)
+		}
 		w.WriteHeader(http.StatusNoContent)
 	}
 }

@@ -67,6 +67,11 @@ type Job struct {
 	// reported it, at most MaxJobOutput bytes), and ExitCode its exit code.
 	Output   string
 	ExitCode int
+	// LostRunner: the job failed because its runner was removed through the
+	// REST API while it ran (possible while the REST busy flag lies, see
+	// BusyLie); FailureReason is GitHub's message for it (LostRunnerReason).
+	LostRunner    bool
+	FailureReason string
 }
 
 // MaxJobOutput bounds a job's Output; a runner reporting more is cut there.
@@ -138,6 +143,7 @@ func (s *Server) acquireLocked(id int64) (Job, bool, error) {
 	}
 	best.State, best.RunnerID, best.RunnerName, best.StartedAt = JobInProgress, rn.ID, rn.Name, s.opts.Clock.Now()
 	rn.Busy = true
+	s.assignLocked(rn, uint64(best.ID))
 	return *best, true, nil
 }
 
@@ -175,6 +181,7 @@ func (s *Server) completeLocked(jobID int64, c JobConclusion) (Job, error) {
 		rn.Busy = false
 		if rn.Ephemeral {
 			delete(s.runners, rn.ID)
+			s.forgetRunnerLocked(rn.ID)
 		}
 	}
 	s.notifyLocked()

@@ -289,7 +289,8 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 // agentJobResult: POST /_runner/jobs/{job_id}/result {"conclusion": "success" |
 // "failure" | "cancelled", "output": ..., "exit_code": ...}: the job completes and
 // its runner is freed (an ephemeral one deleted); output and exit_code (of the
-// job's script) are optional.
+// job's script) are optional. A job lost because its runner was removed under it
+// (Job.LostRunner) answers 410 and keeps its failure.
 func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 	jobID, _ := strconv.ParseInt(r.PathValue("job_id"), 10, 64)
 	var req struct {
@@ -307,6 +308,12 @@ func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 	if id, ok := s.agents.jobTokens[token]; !ok || id != jobID {
 		s.mu.Unlock()
 		agentError(w, fmt.Errorf("job token: %w", ErrInvalidCredential))
+		return
+	}
+	if j := s.jobs[jobID]; j.LostRunner {
+		delete(s.agents.jobTokens, token)
+		s.mu.Unlock()
+		agentError(w, fmt.Errorf("job %d failed: runner %s was removed while it ran: %w", jobID, j.RunnerName, ErrRunnerGone))
 		return
 	}
 	j, err := s.completeLocked(jobID, req.Conclusion)

@@ -14,7 +14,9 @@
 //     enterprise scopes, which expire;
 //   - runner lists with per_page/page, Link headers and ETags (a matching
 //     If-None-Match gets 304 and costs no rate limit);
-//   - runner removal: 204, 404 when unknown, 422 while the runner is busy;
+//   - runner removal: 204, 404 when unknown, 422 while the runner is busy, and
+//     GitHub's lying busy flag when asked (BusyLie: busy: false for a while after
+//     a job's assignment and at moments mid-job, a removal then failing the job);
 //   - primary rate limits per installation with X-RateLimit-* headers, 403 when
 //     exhausted; knobs to exhaust them, to answer with a secondary limit
 //     (Retry-After) and to inject 5xx;
@@ -68,6 +70,9 @@ type Options struct {
 	// RunnerURL is the simulator's base URL as runner agents reach it, written into
 	// JIT configs (default: http:// and the Host of the generate-jitconfig request).
 	RunnerURL string
+	// BusyLie, when set, makes the REST API's busy flag lie as GitHub's does (see
+	// BusyLie; SetBusyLie changes it later). New panics when it is invalid.
+	BusyLie *BusyLie
 }
 
 // Runner is a runner's state in the simulator.
@@ -105,6 +110,12 @@ type Server struct {
 	deliver        Deliverer
 	hooks          []hookDelivery
 	agents         agentState // runner agents over HTTP (runnerapi.go)
+	// The REST view of busy (busylie.go): the lie, overrides, when each busy
+	// runner became busy, and the jobs lost to a removal under them.
+	lie      *BusyLie
+	restBusy map[int64]bool
+	assigned map[int64]assignment
+	lost     []int64
 }
 
 type installationToken struct {
@@ -149,7 +160,11 @@ func New(opts Options) *Server {
 	}
 	s := &Server{opts: opts, tokens: map[string]installationToken{}, rate: map[string]*rateWindow{},
 		regTokens: map[string]credential{}, jitConfigs: map[string]credential{}, runners: map[int64]*Runner{},
-		nextID: 1000, groups: map[string][]Group{}, calls: map[string]int{}, agents: newAgentState()}
+		nextID: 1000, groups: map[string][]Group{}, calls: map[string]int{}, agents: newAgentState(),
+		restBusy: map[int64]bool{}, assigned: map[int64]assignment{}}
+	if err := s.SetBusyLie(opts.BusyLie); err != nil {
+		panic("githubsim: Options." + err.Error())
+	}
 	s.routes()
 	return s
 }
