@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,13 +40,20 @@ import (
 //     sweeper throttled for 8 s, during which ephemeral runners that finish are
 //     restarted by the kubelet after exiting 0, and the kubelet itself restarted
 //     (runner containers keep running: no violation is excused by it) — each
-//     runner fault aimed at a runner that runs a job when there is one.
+//     runner fault aimed at a runner that runs a job when there is one,
+//   - and GitHub's REST busy flag lies as GitHub's does (loop.ScaledBusyLie:
+//     busy: false for a lag drawn per job after its assignment, and at short
+//     moments mid-job; GitHub's 25–60 s scaled to the 1 s schedule), a removal
+//     in such a moment being answered 204 and losing the job.
 //
 // It passes only if every job completes, the monitor (local/loop) records no
-// violation — no runner pod deleted or runner container stopped under a running
-// job, no job cancelled or failed, no ephemeral runner running twice, unless a
-// fault hit that very pod; no job waiting over a minute while its pool has fewer
-// runners than jobs and room for more — and nothing is left at the end. `make
+// violation — no job lost because the product removed its runner's
+// registration while it ran, whatever fault hit its pod; no runner pod deleted
+// or runner container stopped under a running job, no job cancelled or failed,
+// no ephemeral runner running twice, unless a fault hit that very pod; no job
+// waiting over a minute while its pool has fewer runners than jobs and room for
+// more — and nothing is left at the end. The summary also sums the sweeper's
+// metrics of the removals each busy signal vetoed. `make
 // test` runs 60 jobs (about 2 minutes here); `make chaos` runs
 // RUNNERSCALER_CHAOS_JOBS (300 take about 7 minutes).
 func TestChaos(t *testing.T) {
@@ -62,11 +71,13 @@ func TestChaos(t *testing.T) {
 	}
 	// A job whose queued delivery is lost twice waits for two recovery rounds: the
 	// wait bound is a minute here.
+	seed := uint64(time.Now().UnixNano())
 	w := newWorldWith(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube,
 		WaitBound: time.Minute,
+		BusyLie:   loop.ScaledBusyLie(time.Second, seed),
 		Chaos:     loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}}, chaosTemplate)
 	const rate = 1.0 // jobs per second: what the node sustains with these faults on 2 cores
-	stream := loop.Generate(w.cfg, jobs, rate, time.Second, 3*time.Second, uint64(time.Now().UnixNano()))
+	stream := loop.Generate(w.cfg, jobs, rate, time.Second, 3*time.Second, seed)
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -115,6 +126,9 @@ func TestChaos(t *testing.T) {
 		f.SweeperPauses, f.ThrottledSweeps, f.KubeletRestarts, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
+	t.Logf("GitHub's busy flag (seed %d): REST said idle %d times while the runner ran a job; %d jobs lost because the product removed "+
+		"their runner's registration while they ran; the sweeper's busy signals over the run: %s",
+		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), busySignals(w.loop.BusySignalMetrics()))
 	w.noViolations()
 	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
 		t.Fatalf("faults %+v: the run injected no loss or duplication, so it proves nothing", f)
@@ -125,6 +139,22 @@ func TestChaos(t *testing.T) {
 	if w.loop.Monitor.RestartsAfterExit0() == 0 {
 		t.Fatal("no runner container was restarted after exiting 0: that case was never exercised")
 	}
+	if w.loop.Sim.BusyLiesTold() == 0 {
+		t.Fatal("REST never said idle for a runner running a job: the busy flag's lie was never exercised")
+	}
+}
+
+// busySignals prints the sweeper's busy-signal sums, names sorted ("none
+// written" when the sweeper wrote none).
+func busySignals(sums map[string]float64) string {
+	if len(sums) == 0 {
+		return "none written"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(sums)) {
+		parts = append(parts, fmt.Sprintf("%s %g", k, sums[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // apiFaults makes about a tenth of the GitHub API calls fail with 502 (as many as

@@ -140,6 +140,9 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	for _, x := range all[from:to] {
 		shown := *x
 		shown.Busy = s.restBusyLocked(x) // the REST view, which may lie (BusyLie)
+		if x.Busy && !shown.Busy {
+			s.liesTold++
+		}
 		list = append(list, runnerJSON(&shown))
 	}
 	s.mu.Unlock()
@@ -183,6 +186,9 @@ func (s *Server) removeRunner(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Bad request - Runner %q is still running a job", rn.Name))
 	default:
+		if rn.Busy {
+			s.liesTold++
+		}
 		delete(s.runners, id)
 		s.forgetRunnerLocked(id)
 		lost, wasLost := s.loseJobLocked(rn)

@@ -175,6 +175,14 @@ func (s *Server) loseJobLocked(rn *Runner) (Job, bool) {
 	return Job{}, false
 }
 
+// BusyLiesTold counts the times the REST API said a runner was idle while it
+// ran a job: in a runner list (once per runner listed) or by a DELETE's 204.
+func (s *Server) BusyLiesTold() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.liesTold
+}
+
 // LostJobs returns the jobs that failed because a REST DELETE removed their
 // runner while they ran (Job.LostRunner), in the order they were lost.
 func (s *Server) LostJobs() []Job {

@@ -97,6 +97,9 @@ func TestBusyLieLagsAfterAssignment(t *testing.T) {
 		}
 		b.truthBusy()
 	}
+	if n := e.sim.BusyLiesTold(); n != 3 {
+		t.Fatalf("BusyLiesTold = %d after three lists in the lag, want 3", n)
+	}
 	e.clock.Step(time.Millisecond) // 30 s: the lag is over
 	for range 60 {
 		if !b.restBusy() {
@@ -110,6 +113,9 @@ func TestBusyLieLagsAfterAssignment(t *testing.T) {
 	b.truthBusy()
 	if lost := e.sim.LostJobs(); len(lost) != 0 {
 		t.Fatalf("LostJobs after a refused removal: %+v", lost)
+	}
+	if n := e.sim.BusyLiesTold(); n != 3 {
+		t.Fatalf("BusyLiesTold = %d after the lag, want still 3", n)
 	}
 }
 
@@ -199,6 +205,9 @@ func TestRemovalInLieWindowLosesJob(t *testing.T) {
 	}
 	if _, ok := e.sim.Runner(b.id); ok {
 		t.Fatal("the runner is still registered after a 204")
+	}
+	if n := e.sim.BusyLiesTold(); n != 1 {
+		t.Fatalf("BusyLiesTold = %d after a DELETE of a busy runner, want 1", n)
 	}
 	j := e.sim.Jobs()[b.job.ID-1]
 	if j.State != githubsim.JobCompleted || j.Conclusion != githubsim.JobFailure || !j.LostRunner ||

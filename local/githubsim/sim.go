@@ -111,11 +111,13 @@ type Server struct {
 	hooks          []hookDelivery
 	agents         agentState // runner agents over HTTP (runnerapi.go)
 	// The REST view of busy (busylie.go): the lie, overrides, when each busy
-	// runner became busy, and the jobs lost to a removal under them.
+	// runner became busy, the jobs lost to a removal under them, and how often
+	// REST said idle while the truth was busy.
 	lie      *BusyLie
 	restBusy map[int64]bool
 	assigned map[int64]assignment
 	lost     []int64
+	liesTold int
 }
 
 type installationToken struct {

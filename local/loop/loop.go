@@ -17,6 +17,10 @@
 //     The runner's protocol is the simulator's own (its /_runner/ endpoints), not
 //     actions/runner's private broker protocol; a job's worker runs the job's
 //     script, if it has one, and otherwise sleeps for the job's duration.
+//   - GitHub's REST busy flag lies (actions/runner#4422) when Options.BusyLie
+//     says so: the simulator then shows a runner idle for a while after it took
+//     a job and at moments mid-job, and a removal in such a moment loses the
+//     job (githubsim.BusyLie), which the monitor counts against the product.
 //   - A job whose runner died mid-job (its worker killed with its container) is
 //     failed by the loop on the Actions service's behalf once its runner has been
 //     seen offline for Options.LostAfter (failLostJobs); GitHub does it after
@@ -56,6 +60,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -103,7 +108,10 @@ type Options struct {
 	// than its jobs need and room for more is a violation (default 30s; see
 	// judgeWaits).
 	WaitBound time.Duration
-	Log       *slog.Logger
+	// BusyLie, when set, makes the simulator's REST busy flag lie as GitHub's
+	// does (githubsim.BusyLie; ScaledBusyLie is GitHub's in the loop's time).
+	BusyLie *githubsim.BusyLie
+	Log     *slog.Logger
 }
 
 // Chaos says which delivery faults to inject.
@@ -153,6 +161,8 @@ type Loop struct {
 	// pausedUntil (unix nanoseconds): no sweep runs before then (PauseSweeps).
 	pausedUntil atomic.Int64
 	lost        atomic.Int64                      // jobs failed by failLostJobs
+	metrics     *metricSums                       // the sweeper's EMF records, summed (busysignals.go)
+	emf         *emf.Writer                       // writes them into metrics
 	usage       usageMeter                        // the functions' invocations (usage.go)
 	informers   []informers.SharedInformerFactory // the monitor's watches of runner pods
 	// shortSince: pool → since when it has lacked runners for its waiting jobs
@@ -185,7 +195,12 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 		opts.Secret = "loop-webhook-secret"
 	}
 	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: newMonitor(opts.Log),
-		shortSince: map[string]time.Time{}}
+		shortSince: map[string]time.Time{}, metrics: newMetricSums()}
+	var err error
+	if l.emf, err = emf.NewWriter(l.metrics, ""); err != nil {
+		cancel()
+		return nil, err
+	}
 	if err := l.build(ctx); err != nil {
 		cancel()
 		l.closeServers()
@@ -207,7 +222,8 @@ func (l *Loop) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, SessionTimeout: l.opts.SessionTimeout})
+	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, SessionTimeout: l.opts.SessionTimeout,
+		BusyLie: l.opts.BusyLie})
 	ghSrv := l.serve(l.Sim.Handler())
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	gh, err := githubapi.New(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
@@ -358,7 +374,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		kube = l.opts.Kube
 	}
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
-		RegistrationTimeout: l.opts.RegistrationTimeout})
+		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf})
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,10 @@ import (
 //   - every job ends successfully: a job reported cancelled or failed (the
 //     simulator fails the job of a runner that died, see failLostJobs) is a
 //     violation unless a fault hit its runner's pod;
+//   - no job is lost because the product removed its runner's registration
+//     while it ran (which GitHub allows while its REST busy flag lies, see
+//     githubsim.BusyLie): such a job (githubsim.Job.LostRunner) is a violation
+//     that no injected fault excuses, since only the product removes runners;
 //   - an ephemeral runner runs at most one job, however often its container restarts;
 //   - no job stays queued longer than the wait bound while its pool has fewer
 //     runners than it has jobs and room for more (unless a fault hit the pool);
@@ -45,6 +49,7 @@ type Monitor struct {
 	poolFaults map[string]string   // pool → a fault that keeps its jobs from running
 	excused    []string
 	judged     map[int64]bool // completed jobs already judged
+	removedRun int            // jobs lost to a removal of their runner's registration
 
 	pods          map[types.UID]*podLife
 	online        map[string]time.Time // runner name → when the simulator first listed it online
@@ -140,6 +145,28 @@ func (m *Monitor) judge(runner, key, format string, args ...any) {
 		return
 	}
 	m.record(msg)
+}
+
+// lostToRemoval records job j, lost because the product removed its runner's
+// registration while it ran, as a violation: no fault excuses it.
+func (m *Monitor) lostToRemoval(j githubsim.Job) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := fmt.Sprintf("job %d", j.ID)
+	if m.reported[key] {
+		return
+	}
+	m.reported[key] = true
+	m.removedRun++
+	m.record(fmt.Sprintf("job %d lost: runner %s's registration was removed while it ran the job (%s)", j.ID, j.RunnerName, j.FailureReason))
+}
+
+// JobsLostToRemoval counts the jobs lost because the product removed their
+// runner's registration while they ran (each one is also a violation).
+func (m *Monitor) JobsLostToRemoval() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.removedRun
 }
 
 // RestartsAfterExit0 counts runner containers the kubelet restarted after they
@@ -364,7 +391,8 @@ func (l *Loop) recordOnline() {
 
 // judgeJobs: every job that ended otherwise than successfully, and every
 // ephemeral runner that ran more than one job, is a violation unless a fault hit
-// the runner's pod.
+// the runner's pod; a job lost because its runner was removed under it is a
+// violation whatever hit the pod.
 func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 	cfg := l.Pools()
 	perRunner := map[string][]int64{}
@@ -379,7 +407,11 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 		judged := l.Monitor.judged[j.ID]
 		l.Monitor.judged[j.ID] = true
 		l.Monitor.mu.Unlock()
-		if !judged && j.Conclusion != githubsim.JobSuccess {
+		switch {
+		case judged:
+		case j.LostRunner:
+			l.Monitor.lostToRemoval(j)
+		case j.Conclusion != githubsim.JobSuccess:
 			l.Monitor.judge(j.RunnerName, fmt.Sprintf("job %d", j.ID), "job %d on runner %s ended %s", j.ID, j.RunnerName, j.Conclusion)
 		}
 	}

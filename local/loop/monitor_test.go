@@ -1,0 +1,189 @@
+package loop
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+const monitorPools = `
+pools:
+  - name: small
+    organization: acme
+    labels: [small]
+    maxReplicas: 2
+    kubernetes: {namespace: ns, image: r}
+`
+
+// simWithRunner is a simulator serving a PAT, and a function that registers an
+// online acme runner and has it take a queued job.
+func simWithRunner(t *testing.T) (*githubsim.Server, string, func(name string) (githubsim.Runner, githubsim.Job)) {
+	t.Helper()
+	sim := githubsim.New(githubsim.Options{PATs: []string{"pat"}})
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	call := func(method, path string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token pat")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	take := func(name string) (githubsim.Runner, githubsim.Job) {
+		t.Helper()
+		resp := call("POST", "/orgs/acme/actions/runners/registration-token")
+		var tok struct{ Token string }
+		if err := json.NewDecoder(resp.Body).Decode(&tok); err != nil || resp.StatusCode != 201 {
+			t.Fatalf("registration token: %d %v", resp.StatusCode, err)
+		}
+		rn, err := sim.Register(githubsim.Registration{Token: tok.Token, Scope: scope.Scope{Organization: "acme"}.String(), Name: name,
+			Labels: []string{"small"}, Ephemeral: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", "small"}, Duration: time.Minute})
+		j, ok, err := sim.AcquireJob(rn.ID)
+		if err != nil || !ok {
+			t.Fatalf("AcquireJob: %v %v", ok, err)
+		}
+		return rn, j
+	}
+	return sim, srv.URL, take
+}
+
+func testLoop(t *testing.T, sim *githubsim.Server) *Loop {
+	t.Helper()
+	cfg, err := pool.Parse([]byte(monitorPools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Loop{Sim: sim, Monitor: newMonitor(slog.New(slog.DiscardHandler))}
+	l.pools.Store(cfg)
+	return l
+}
+
+// TestLostJobIsAViolationEvenWithAFault: a job the simulator failed because its
+// runner's registration was removed while it ran (DELETE while REST said idle)
+// is a violation although a fault hit that runner's pod, and is counted; a job
+// that failed otherwise on a runner hit by a fault stays excused.
+func TestLostJobIsAViolationEvenWithAFault(t *testing.T) {
+	t.Parallel()
+	sim, url, take := simWithRunner(t)
+	removed, lostJob := take("small-a")
+	if err := sim.SetRESTBusy(removed.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), "DELETE", url+"/orgs/acme/actions/runners/"+strconv.FormatInt(removed.ID, 10), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token pat")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 {
+		t.Fatalf("DELETE while REST says idle: %d, want 204", resp.StatusCode)
+	}
+	_, failedJob := take("small-b")
+	if err := sim.CompleteJobAs(failedJob.ID, githubsim.JobFailure); err != nil {
+		t.Fatal(err)
+	}
+
+	l := testLoop(t, sim)
+	l.Monitor.Fault("small-a", "runner process killed")
+	l.Monitor.Fault("small-b", "runner process killed")
+	for range 2 { // judged once, however often the jobs are looked at
+		l.judgeJobs(sim.Jobs())
+	}
+	v := l.Monitor.Violations()
+	if len(v) != 1 || !strings.Contains(v[0], "job "+strconv.FormatInt(lostJob.ID, 10)+" lost") || !strings.Contains(v[0], "small-a") {
+		t.Fatalf("violations %q, want the lost job %d alone", v, lostJob.ID)
+	}
+	if n := l.Monitor.JobsLostToRemoval(); n != 1 {
+		t.Fatalf("JobsLostToRemoval = %d, want 1", n)
+	}
+	if ex := l.Monitor.Excused(); len(ex) != 1 || !strings.Contains(ex[0], "job "+strconv.FormatInt(failedJob.ID, 10)+" on runner small-b ended failure") {
+		t.Fatalf("excused %q, want the failed job %d alone", ex, failedJob.ID)
+	}
+}
+
+// TestBusySignalMetricsSumsTheSweepersRecords: the loop's EMF sink sums every
+// RemovalsVetoedBy... field and BusySignalDisagreements over the records, lines
+// split across writes included, and ignores the other fields.
+func TestBusySignalMetricsSumsTheSweepersRecords(t *testing.T) {
+	t.Parallel()
+	sums := newMetricSums()
+	w, err := emf.NewWriter(sums, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i := range 3 {
+		if err := w.Write(emf.Record{Time: now, Dimensions: map[string]string{"Pool": "p" + strconv.Itoa(i)}, Metrics: []emf.Metric{
+			{Name: "Desired", Unit: emf.Count, Value: 5},
+			{Name: "RemovalsVetoedByGitHub", Unit: emf.Count, Value: 2},
+			{Name: "RemovalsVetoedByJobLink", Unit: emf.Count, Value: float64(i)},
+			{Name: "BusySignalDisagreements", Unit: emf.Count, Value: 1},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var line bytes.Buffer
+	w2, err := emf.NewWriter(&line, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w2.Write(emf.Record{Time: now, Metrics: []emf.Metric{{Name: "RemovalsVetoedByPodReport", Unit: emf.Count, Value: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	raw := line.Bytes()
+	for _, part := range [][]byte{raw[:10], raw[10:]} {
+		if _, err := sums.Write(part); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]float64{"RemovalsVetoedByGitHub": 6, "RemovalsVetoedByJobLink": 3, "BusySignalDisagreements": 3, "RemovalsVetoedByPodReport": 4}
+	if got := sums.snapshot(); !maps.Equal(got, want) || sums.bad != 0 {
+		t.Fatalf("sums %v (%d bad lines), want %v", got, sums.bad, want)
+	}
+}
+
+// TestScaledBusyLie: GitHub's lie (a lag of 25–60 s, busy: false 5 s a minute)
+// scaled by the sweep period against AWS's minute, and valid.
+func TestScaledBusyLie(t *testing.T) {
+	t.Parallel()
+	gh := ScaledBusyLie(time.Minute, 1)
+	if gh.MinLag != 25*time.Second || gh.MaxLag != time.Minute || gh.FlickerEvery != time.Minute || gh.FlickerFor != 5*time.Second {
+		t.Fatalf("at a one-minute schedule: %+v, want GitHub's", gh)
+	}
+	fast := ScaledBusyLie(time.Second, 1)
+	if fast.MinLag != 25*time.Second/60 || fast.MaxLag != time.Second || fast.FlickerEvery != time.Second || fast.FlickerFor != 5*time.Second/60 {
+		t.Fatalf("at a one-second schedule: %+v", fast)
+	}
+	for _, l := range []*githubsim.BusyLie{gh, fast} {
+		if err := l.Validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
