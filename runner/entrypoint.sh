@@ -29,6 +29,13 @@
 #                                 (default: runner)
 #   RUNNER_SETPRIV                the command that drops privileges, with util-linux setpriv's
 #                                 options (default: setpriv; the local image has a static one)
+#   RUNNER_HOOKS_DIR              where runner-job-started.sh, runner-job-completed.sh and
+#                                 runner-job-running are (default: /usr/local/bin)
+#   RUNNER_JOB_DIR                the job hooks' directory, made here for the runner user
+#                                 (default: /run/runner-job); see "Jobs" below
+#   ACTIONS_RUNNER_HOOK_JOB_STARTED, ACTIONS_RUNNER_HOOK_JOB_COMPLETED
+#                                 the pool's own hooks, if any: they run after ours (kept in
+#                                 RUNNER_USER_HOOK_JOB_STARTED / _COMPLETED)
 #
 # Credentials. Job steps run as the user run.sh runs as. Started as root, the
 # entrypoint (and tini) keep root, and config.sh and run.sh run as RUNNER_USER: a
@@ -54,7 +61,31 @@
 #     a restarted container resumes it instead of registering again (the token in
 #     RUNNER_TOKEN may have expired since).
 #
+# Jobs. run.sh gets ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED naming our hooks,
+# which actions/runner runs inside each job, as the runner user: the started hook
+# writes the marker RUNNER_JOB_DIR/job, the completed hook removes it. The
+# container's readiness probe, runner-job-running, answers "a job runs" while the
+# marker exists or a Runner.Worker process does: the pod is ready exactly while it
+# runs a job, which the sweeper reads as the pod's own report. A job step can fake
+# either way for its own runner (it is the hooks' user); the sweeper never removes
+# a runner on this report alone.
+#
+# Stopping (SIGTERM). An idle runner is stopped at once. With a job running, the
+# entrypoint marks the stop (RUNNER_JOB_DIR/stopping) and waits up to
+# RUNNER_GRACEFUL_STOP_TIMEOUT. The job's completed hook then names its worker
+# (RUNNER_JOB_DIR/ending) and the entrypoint stops that worker's parent, the
+# listener, with SIGSTOP before the job's result is reported: GitHub frees the
+# runner when the result arrives, and a listener still polling would be handed the
+# next queued job. Once the worker has exited, the held listener gets SIGTERM and
+# SIGCONT and disconnects without having taken another job. Without the hooks'
+# help (no hooks, or a SIGTERM after the completed hook ran) the entrypoint polls
+# for the worker's exit every 20 ms and logs how long the listener was free; a job
+# the listener took meanwhile is logged ("a job started after this runner's stop
+# began") and may finish within the grace period.
+#
 # Secrets never appear on a command line or in the output.
+#
+# shellcheck disable=SC2317 # on_term and what it calls run from the SIGTERM trap
 set -euo pipefail
 
 RUNNER_HOME=${RUNNER_HOME:-/home/runner}
@@ -65,6 +96,12 @@ grace=${RUNNER_GRACEFUL_STOP_TIMEOUT:-15}
 # The runner starts Runner.Worker for each job; its presence means a job is running.
 worker_pattern=${RUNNER_WORKER_PATTERN:-Runner.Worker}
 setpriv=${RUNNER_SETPRIV:-setpriv}
+# The job hooks and the probe (runner-job-started.sh, runner-job-completed.sh,
+# runner-job-running), and the directory where the hooks keep their marker.
+hooks_dir=${RUNNER_HOOKS_DIR:-/usr/local/bin}
+job_dir=${RUNNER_JOB_DIR:-/run/runner-job}
+job_dir_ready=false
+held_worker=''
 
 # The credentials live in these unexported variables from here on: a child process
 # gets one only where it is passed explicitly (config.sh's token).
@@ -276,22 +313,140 @@ save_registration() {
 }
 
 runner_pid=''
+# held: the listener process stopped (SIGSTOP) at the end of a job, while a stop is pending.
+held=''
+
+# usec: the time now, in microseconds.
+usec() { printf '%s' "${EPOCHREALTIME/./}"; }
+
+# setup_job_report installs the job hooks (see "Jobs" above): the job directory,
+# the runner user's, and ACTIONS_RUNNER_HOOK_JOB_* naming our hooks, the pool's
+# own hooks kept in RUNNER_USER_HOOK_JOB_*. Without them the pod reports a job from
+# Runner.Worker alone, and a stopping runner may take one more job.
+setup_job_report() {
+	local started=$hooks_dir/runner-job-started.sh completed=$hooks_dir/runner-job-completed.sh var pool
+	if [[ ! -r $started || ! -r $completed ]]; then
+		log "warning: no job hooks in ${hooks_dir}: the pod reports a job from Runner.Worker alone, and a stopping runner may take another job"
+		return
+	fi
+	[[ $job_dir == /?* && $job_dir != *..* ]] || die "RUNNER_JOB_DIR must be an absolute path, got '${job_dir}'"
+	if ! { rm -rf -- "$job_dir" && mkdir -p -- "$job_dir" && chmod 0755 "$job_dir"; } 2>/dev/null ||
+		{ $as_root && ! chown "${runner_uid}:${runner_gid}" "$job_dir"; }; then
+		log "warning: cannot create ${job_dir} for the job hooks: the pod reports a job from Runner.Worker alone, and a stopping runner may take another job"
+		return
+	fi
+	for var in STARTED COMPLETED; do
+		pool=ACTIONS_RUNNER_HOOK_JOB_${var}
+		if [[ -n ${!pool:-} ]]; then
+			export "RUNNER_USER_HOOK_JOB_${var}=${!pool}"
+			log "the pool's job-${var,,} hook (${!pool}) runs after ours"
+		fi
+	done
+	export RUNNER_JOB_DIR=$job_dir ACTIONS_RUNNER_HOOK_JOB_STARTED=$started ACTIONS_RUNNER_HOOK_JOB_COMPLETED=$completed
+	job_dir_ready=true
+}
+
+# job_running: the job hooks' marker, or a Runner.Worker process (runner-job-running's test).
+job_running() {
+	$job_dir_ready && [[ -e $job_dir/job ]] && return 0
+	pgrep -f "$worker_pattern" >/dev/null 2>&1
+}
+
+# alive: the process exists and is not a zombie (a worker whose held listener
+# has not reaped it yet has exited).
+alive() {
+	local stat
+	read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+	stat=${stat##*) }
+	[[ ${stat%% *} != Z ]]
+}
+
+# parent_of prints the parent process id of pid.
+parent_of() {
+	local stat fields
+	read -r stat <"/proc/$1/stat" 2>/dev/null || return 1
+	read -ra fields <<<"${stat##*) }"
+	printf '%s' "${fields[1]}"
+}
+
+# hold_listener: once the job-completed hook said the job is ending (RUNNER_JOB_DIR/ending:
+# its worker's pid), stop that worker's parent, the listener (SIGSTOP), and tell the
+# hook (RUNNER_JOB_DIR/held). The worker then reports the job's result and exits
+# while the listener can take no other job; stop_runner lets it go with SIGTERM.
+hold_listener() {
+	$job_dir_ready && [[ -s $job_dir/ending ]] || return 1
+	local worker listener
+	read -r worker <"$job_dir/ending" 2>/dev/null || return 1
+	[[ $worker =~ ^[0-9]+$ ]] && listener=$(parent_of "$worker") || return 1
+	if [[ ! $listener =~ ^[0-9]+$ ]] || ((listener <= 1 || listener == $$)); then
+		return 1
+	fi
+	kill -STOP "$listener" 2>/dev/null || return 1
+	held=$listener
+	: >"$job_dir/held" 2>/dev/null || true
+	held_worker=$worker
+	log "the job is ending (its job-completed hook ran): holding the listener (pid ${listener}) until its worker (pid ${worker}) exits, so that it takes no other job"
+}
+
+# wait_for_job waits, up to the grace period, for the running job to end; it
+# fails when the grace period ran out. A job that starts meanwhile (the listener
+# took it before it could be stopped) is said loudly, and waited for too.
+wait_for_job() {
+	log "a job is running: waiting up to ${grace}s for it to finish; the listener is stopped the moment its worker exits, so that it takes no other job"
+	local deadline=$((SECONDS + grace)) known=' ' pid pids seen held_at=0 last_seen
+	held_worker='' last_seen=$(usec)
+	while ((SECONDS < deadline)); do
+		if [[ -z $held ]] && hold_listener; then
+			held_at=$(usec)
+		fi
+		if [[ -n $held ]]; then
+			if ! alive "$held_worker"; then
+				log "the job's worker exited $((($(usec) - held_at) / 1000)) ms after its listener was held: stopping the runner; the listener took no other job (remaining window: 0 ms, it was held)"
+				return 0
+			fi
+		else
+			pids=$(pgrep -f "$worker_pattern" 2>/dev/null) || pids=''
+			seen=false
+			for pid in $pids; do
+				seen=true
+				[[ $known == *" $pid "* ]] && continue
+				if [[ $known != ' ' ]]; then
+					log "WARNING: a job started after this runner's stop began (worker pid ${pid}): the listener took it before it could be stopped; letting it finish within the grace period (${grace}s since SIGTERM)"
+				fi
+				known+="$pid "
+			done
+			if $seen; then
+				last_seen=$(usec)
+			elif ! job_running; then
+				log "the job's worker exited: stopping the runner; remaining window: the listener was free for at most $((($(usec) - last_seen) / 1000)) ms after the worker's exit"
+				return 0
+			fi
+		fi
+		sleep 0.02
+	done
+	return 1
+}
 
 # on_term lets a running job finish (up to the grace period) before the runner is
-# told to stop; an idle runner is told at once. The runner reports a job it has to
-# cancel to GitHub, so a job cut short by an eviction is never cut short silently.
-# shellcheck disable=SC2317 # invoked by the trap
+# told to stop; an idle runner is told at once. The runner takes no job after the
+# one running (see "Stopping" above). The runner reports a job it has to cancel to
+# GitHub, so a job cut short by an eviction is never cut short silently.
 on_term() {
 	log "received SIGTERM"
 	[[ -n $runner_pid ]] || exit 143
-	local waited=0
-	while pgrep -f "$worker_pattern" >/dev/null 2>&1 && ((waited < grace)); do
-		((waited == 0)) && log "a job is running: waiting up to ${grace}s for it to finish"
-		sleep 1
-		waited=$((waited + 1))
-	done
-	if pgrep -f "$worker_pattern" >/dev/null 2>&1; then
+	if $job_dir_ready; then : >"$job_dir/stopping" 2>/dev/null || true; fi
+	if job_running && ! wait_for_job; then
 		log "the job did not finish within ${grace}s: stopping the runner, which cancels the job and reports it to GitHub"
+	fi
+	stop_runner
+}
+
+# stop_runner tells the runner to stop (and a held listener first, then lets it
+# run: the signal is pending when it resumes), waits for it and exits.
+stop_runner() {
+	if [[ -n $held ]]; then
+		kill -TERM "$held" 2>/dev/null || true
+		kill -CONT "$held" 2>/dev/null || true
 	fi
 	log "forwarding SIGTERM to the runner (pid ${runner_pid})"
 	kill -TERM "$runner_pid" 2>/dev/null || true
@@ -320,6 +475,7 @@ main() {
 		ephemeral || save_registration
 	fi
 	if ephemeral; then record_start; fi
+	setup_job_report
 	trap on_term TERM INT
 	"${drop[@]}" "${RUNNER_HOME}/run.sh" &
 	runner_pid=$!

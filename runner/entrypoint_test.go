@@ -415,7 +415,7 @@ func TestWaitsForDocker(t *testing.T) {
 func TestSIGTERMIdleRunnerStopsAtOnce(t *testing.T) {
 	t.Parallel()
 	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=idle", "RUNNER_GRACEFUL_STOP_TIMEOUT=30")
-	r.waitFor(t, "run.log", "args:")
+	r.waitFor(t, "events", "idle") // the stub's TERM trap is set by then
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	if rc := r.wait(t); rc != 143 || !strings.Contains(r.file("events"), "term") {
 		t.Fatalf("exit %d, events %q; want TERM forwarded and exit 143", rc, r.file("events"))
@@ -660,4 +660,83 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestJobHooksInstalled: run.sh (and so actions/runner) gets our job hooks, the
+// pool's own hooks kept under RUNNER_USER_HOOK_JOB_*, and the hooks' directory,
+// made for the runner user.
+func TestJobHooksInstalled(t *testing.T) {
+	t.Parallel()
+	hooks, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobDir := filepath.Join(sharedDir(t, 0, 0), "job")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_HOOKS_DIR="+hooks, "RUNNER_JOB_DIR="+jobDir,
+		"ACTIONS_RUNNER_HOOK_JOB_STARTED=/pool/started.sh")
+	if rc := r.wait(t); rc != 0 {
+		t.Fatalf("exit %d; output:\n%s", rc, r.out)
+	}
+	env := r.file("run.env")
+	for _, want := range []string{"ACTIONS_RUNNER_HOOK_JOB_STARTED=" + hooks + "/runner-job-started.sh\n",
+		"ACTIONS_RUNNER_HOOK_JOB_COMPLETED=" + hooks + "/runner-job-completed.sh\n",
+		"RUNNER_USER_HOOK_JOB_STARTED=/pool/started.sh\n", "RUNNER_JOB_DIR=" + jobDir + "\n"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("run.sh's environment lacks %q:\n%s", want, env)
+		}
+	}
+	if strings.Contains(env, "RUNNER_USER_HOOK_JOB_COMPLETED") {
+		t.Errorf("no pool hook for job-completed, yet:\n%s", env)
+	}
+	if uid, mode := fileOwner(t, jobDir); uid != runnerUID || mode.Perm() != 0o755 {
+		t.Fatalf("job directory: owner %d, mode %v; want the runner user's, 0755", uid, mode)
+	}
+}
+
+// TestHookScripts: the hooks keep the marker, never fail the job for their own
+// sake, and run the pool's hooks, whose exit code is theirs; the probe answers 0
+// exactly while the marker exists (or a worker runs).
+func TestHookScripts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	job := filepath.Join(dir, "job")
+	if err := os.Mkdir(job, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	failing := filepath.Join(dir, "failing.sh")
+	if err := os.WriteFile(failing, []byte("echo pool-hook; exit 7\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := func(script string, env ...string) (int, string) {
+		cmd := exec.Command("bash", "-e", script)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "RUNNER_JOB_DIR=" + job,
+			"RUNNER_WORKER_PATTERN=no-such-worker-" + t.Name()}, env...)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if rc, _ := run("runner-job-running"); rc != 1 {
+		t.Fatalf("probe before a job: %d, want 1", rc)
+	}
+	if rc, out := run("runner-job-started.sh"); rc != 0 || out != "" {
+		t.Fatalf("started hook: %d %q", rc, out)
+	}
+	if rc, _ := run("runner-job-running"); rc != 0 {
+		t.Fatalf("probe during a job: %d, want 0", rc)
+	}
+	if rc, out := run("runner-job-completed.sh", "RUNNER_USER_HOOK_JOB_COMPLETED="+failing); rc != 7 || out != "pool-hook\n" {
+		t.Fatalf("completed hook with the pool's failing one: %d %q, want the pool hook's 7", rc, out)
+	}
+	if rc, _ := run("runner-job-running"); rc != 1 {
+		t.Fatalf("probe after the job: %d, want 1", rc)
+	}
+	if rc, out := run("runner-job-started.sh", "RUNNER_JOB_DIR=/nonexistent/dir"); rc != 0 || !strings.Contains(out, "warning: cannot record") {
+		t.Fatalf("started hook that cannot record: %d %q, want 0 and a warning", rc, out)
+	}
 }

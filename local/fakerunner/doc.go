@@ -43,6 +43,19 @@
 //     listener's "Retrying until reconnected"; a session the simulator still holds
 //     for this runner (a previous container killed without closing it) is retried
 //     until it expires.
+//   - Runner.Worker runs the job hooks as actions/runner does (`bash -e` the scripts named by
+//     ACTIONS_RUNNER_HOOK_JOB_STARTED and ACTIONS_RUNNER_HOOK_JOB_COMPLETED, in the job's
+//     environment, their output in the job's): the started hook before the job's script (a
+//     failing one fails the job, whose script does not run), the completed hook after it,
+//     whatever the job's end, a cancelled job's included (a failing one fails a job that had
+//     succeeded).
+//   - The listener reports a job's result once its worker has exited (the worker hands it
+//     over in a file, its fd 3), as actions/runner's listener completes a job's request:
+//     only then does the simulator free the runner. While the worker runs, the listener
+//     holds no long-poll; it polls with wait=0 every few seconds to keep its session. (The
+//     real listener's polls carry its status, busy while a worker runs, and GitHub hands a
+//     job only to a poll that says idle; the simulator's polls have no status.) A signal is
+//     looked at before every poll.
 //   - Runner.Worker exits 100 + the job's result (0 succeeded, 2 failed, 3 cancelled), as the
 //     real worker does; it cancels its job when the listener tells it to, when the
 //     listener's pipe closes, or on SIGTERM, and ignores SIGINT.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -74,7 +75,21 @@ func shared(t *testing.T) (dir, exe string) {
 			return
 		}
 		sharedExe = filepath.Join(sharedDir, "fakerunner.test")
-		sharedErr = os.WriteFile(sharedExe, raw, 0o755)
+		if sharedErr = os.WriteFile(sharedExe, raw, 0o755); sharedErr != nil {
+			return
+		}
+		// The image's job hooks and probe, where the runner user can run them.
+		if sharedErr = os.Mkdir(filepath.Join(sharedDir, "hooks"), 0o755); sharedErr != nil {
+			return
+		}
+		for _, name := range []string{"runner-job-started.sh", "runner-job-completed.sh", "runner-job-running"} {
+			if raw, sharedErr = os.ReadFile(filepath.Join("../../runner", name)); sharedErr != nil {
+				return
+			}
+			if sharedErr = os.WriteFile(filepath.Join(sharedDir, "hooks", name), raw, 0o755); sharedErr != nil {
+				return
+			}
+		}
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -102,9 +117,16 @@ func newEnv(t *testing.T, opts githubsim.Options) *env {
 
 func (e *env) api(method, path string, body, out any) {
 	e.t.Helper()
-	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.url+path, bytes.NewReader(raw))
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
 	req.Header.Set("Authorization", "token "+pat)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -254,9 +276,31 @@ func entrypoint(t *testing.T, e *env, home, state string, environ ...string) *pr
 	if err != nil {
 		t.Fatal(err)
 	}
+	base, _ := shared(t)
 	return start(t, "bash", []string{script}, append([]string{"HOME=" + home, "RUNNER_HOME=" + home, "RUNNER_STATE_DIR=" + state,
 		fmt.Sprintf("RUNNER_USER=%d:%d", runnerUID, runnerUID),
-		"GITHUB_URL=" + e.url, "RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin", "Runner.Worker")}, environ...)...)
+		"GITHUB_URL=" + e.url, "RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin", "Runner.Worker"),
+		"RUNNER_HOOKS_DIR=" + filepath.Join(base, "hooks"), "RUNNER_JOB_DIR=" + jobDir(home)}, environ...)...)
+}
+
+// jobDir is the job hooks' directory of the runner whose home is home.
+func jobDir(home string) string { return home + "-job" }
+
+// probe runs the readiness probe of the runner whose home is home, as the
+// kubelet does (as root, in the container's environment): true when it says a
+// job runs.
+func probe(t *testing.T, home string) bool {
+	t.Helper()
+	base, _ := shared(t)
+	cmd := exec.Command(filepath.Join(base, "hooks", "runner-job-running"))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "RUNNER_JOB_DIR=" + jobDir(home),
+		"RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin", "Runner.Worker")}
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 func assertNoSecrets(t *testing.T, out string, secrets ...string) {
@@ -546,4 +590,146 @@ func TestJobScript(t *testing.T) {
 		t.Fatalf("a job's output reached the runner's log:\n%s", p.output())
 	}
 	assertNoSecrets(t, p.output(), tok)
+}
+
+// TestJobHooksAndProbe: the worker runs the job hooks as actions/runner does, in
+// the job's environment; ours keep the marker the probe reads, and the pool's own
+// hooks (set in the template) still run, after ours. The probe answers "no job"
+// before and after the job, "a job" during it.
+func TestJobHooksAndProbe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	base, _ := shared(t)
+	home := runnerHome(t)
+	logDir := filepath.Join(home, "_hooks") // the runner user's
+	if err := os.Mkdir(logDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(logDir, runnerUID, runnerUID); err != nil {
+		t.Fatal(err)
+	}
+	userHook := func(name string) string {
+		p := filepath.Join(base, filepath.Base(home)+"-"+name+".sh")
+		body := "if [ -e \"$RUNNER_JOB_DIR/job\" ]; then m=yes; else m=no; fi\necho \"" + name + " marker=$m\" >> " + logDir + "/order\n"
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := entrypoint(t, e, home, t.TempDir(), "RUNNER_TOKEN="+tok, "RUNNER_ORG=acme", "RUNNER_NAME=hooks-1", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false", "ACTIONS_RUNNER_HOOK_JOB_STARTED="+userHook("user-started"),
+		"ACTIONS_RUNNER_HOOK_JOB_COMPLETED="+userHook("user-completed"))
+	e.waitFor("the runner online", 10*time.Second, func() bool { rs := e.sim.Runners(); return len(rs) == 1 && rs[0].Online })
+	if probe(t, home) {
+		t.Fatalf("the probe reports a job before any; output:\n%s", p.output())
+	}
+	spec := githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Duration: 1500 * time.Millisecond}
+	spec.Script = "if [ -e \"$RUNNER_JOB_DIR/job\" ]; then m=yes; else m=no; fi; echo \"script marker=$m\" >> " + logDir + "/order"
+	j := e.sim.QueueJob(spec)
+	e.waitFor("the job running", 10*time.Second, func() bool { return e.job(j.ID).State == githubsim.JobInProgress })
+	e.waitFor("the probe to report the job", 5*time.Second, func() bool { return probe(t, home) })
+	e.waitFor("the job completed", 10*time.Second, func() bool { return e.job(j.ID).State == githubsim.JobCompleted })
+	if got := e.job(j.ID); got.Conclusion != githubsim.JobSuccess || got.Output != "" {
+		t.Fatalf("job %+v: want success, and no output from our hooks", got)
+	}
+	if probe(t, home) {
+		t.Fatalf("the probe reports a job after it completed (the worker is gone and the completed hook ran); output:\n%s", p.output())
+	}
+	raw, _ := os.ReadFile(filepath.Join(logDir, "order"))
+	if want := "user-started marker=yes\nscript marker=yes\nuser-completed marker=no\n"; string(raw) != want {
+		t.Fatalf("hooks and script ran as:\n%s\nwant:\n%s(ours record first, then the pool's run); output:\n%s", raw, want, p.output())
+	}
+	if !strings.Contains(p.output(), "the pool's job-started hook") {
+		t.Fatalf("the entrypoint does not say the pool's hooks run after ours:\n%s", p.output())
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+}
+
+// TestSIGTERMTakesNoJobAfterTheRunningOne: a persistent runner gets SIGTERM
+// during a job while another job is queued for it. The job completes; the
+// listener, held from the job's completed hook until its worker exited, never
+// takes the queued job; no job is cancelled.
+func TestSIGTERMTakesNoJobAfterTheRunningOne(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	home := runnerHome(t)
+	p := entrypoint(t, e, home, t.TempDir(), "RUNNER_TOKEN="+tok, "RUNNER_ORG=acme", "RUNNER_NAME=stop-1", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
+	first := e.queue(1500 * time.Millisecond)
+	e.waitFor("the first job running", 10*time.Second, func() bool { return e.job(first.ID).State == githubsim.JobInProgress })
+	second := e.queue(200 * time.Millisecond)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 25*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+	if got := e.job(first.ID); got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess {
+		t.Fatalf("first job %+v: want it completed; output:\n%s", got, p.output())
+	}
+	if got := e.job(second.ID); got.State != githubsim.JobQueued || got.RunnerID != 0 {
+		t.Fatalf("second job %+v: the stopping runner took it; output:\n%s", got, p.output())
+	}
+	for _, j := range e.sim.Jobs() {
+		if j.Conclusion == githubsim.JobCancelled {
+			t.Fatalf("job %+v cancelled; output:\n%s", j, p.output())
+		}
+	}
+	out := p.output()
+	if !strings.Contains(out, "holding the listener") || !strings.Contains(out, "remaining window: 0 ms") {
+		t.Fatalf("the entrypoint did not hold the listener from the completed hook:\n%s", out)
+	}
+	logWindow(t, out)
+}
+
+// TestSIGTERMWithoutHooksSaysSoWhenItTakesAJob: without the job hooks (an image
+// without them), the entrypoint can only poll for the worker's exit; the listener
+// may take the queued job in the window that remains. That job is not lost
+// silently: the entrypoint says so and lets it finish within the grace period.
+// The window is measured either way.
+func TestSIGTERMWithoutHooksSaysSoWhenItTakesAJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	home := runnerHome(t)
+	p := entrypoint(t, e, home, t.TempDir(), "RUNNER_TOKEN="+tok, "RUNNER_ORG=acme", "RUNNER_NAME=stop-2", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false", "RUNNER_GRACEFUL_STOP_TIMEOUT=20", "RUNNER_HOOKS_DIR=/nonexistent")
+	first := e.queue(1500 * time.Millisecond)
+	e.waitFor("the first job running", 10*time.Second, func() bool { return e.job(first.ID).State == githubsim.JobInProgress })
+	second := e.queue(500 * time.Millisecond)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 25*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+	for _, j := range e.sim.Jobs() {
+		if j.Conclusion == githubsim.JobCancelled {
+			t.Fatalf("job %+v cancelled; output:\n%s", j, p.output())
+		}
+	}
+	out := p.output()
+	switch got := e.job(second.ID); {
+	case got.State == githubsim.JobQueued:
+		t.Log("the listener was stopped before it took the second job")
+	case got.State == githubsim.JobCompleted && got.Conclusion == githubsim.JobSuccess:
+		if !strings.Contains(out, "a job started after this runner's stop began") {
+			t.Fatalf("the runner took the second job and nobody said so:\n%s", out)
+		}
+		t.Log("the listener took the second job in the window; it was said and the job completed")
+	default:
+		t.Fatalf("second job %+v; output:\n%s", got, out)
+	}
+	logWindow(t, out)
+}
+
+// logWindow prints the entrypoint's lines about the stop's remaining window.
+func logWindow(t *testing.T, out string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "window") || strings.Contains(line, "after this runner's stop began") || strings.Contains(line, "holding the listener") {
+			t.Log(line)
+		}
+	}
 }

@@ -20,6 +20,9 @@ const (
 	conflictRetries = 3 * time.Minute  // how long a session held by a previous agent is waited for
 	maxBackoff      = 5 * time.Second
 	cancelWait      = 30 * time.Second // a cancelled worker's time to report before it is killed
+	// keepaliveEvery: while its worker runs, the listener polls only to keep its
+	// session alive (wait=0), never holding a poll the simulator could hand a job.
+	keepaliveEvery = 5 * time.Second
 )
 
 // listener is run.sh: one runner's connection to the simulator.
@@ -92,19 +95,34 @@ func (l *listener) run() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
-		polls   chan pollResult // a long-poll in flight
-		w       *worker         // the job running
-		pollErr error           // a poll failed while the job ran: looked at once it ends
-		retry   <-chan time.Time
-		backoff time.Duration
+		polls     chan pollResult // a poll in flight
+		w         *worker         // the job running
+		pollErr   error           // a poll failed while the job ran: looked at once it ends
+		retry     <-chan time.Time
+		backoff   time.Duration
+		keepalive <-chan time.Time // while a job runs: when to poll, only to keep the session
 	)
 	for {
-		if polls == nil && retry == nil && pollErr == nil {
+		// A signal goes first: a listener told to stop polls no more.
+		select {
+		case sig := <-l.sigs:
+			return l.shutdown(sig, polls, w)
+		default:
+		}
+		if polls == nil && retry == nil && pollErr == nil && (w == nil || keepalive == nil) {
+			// The real listener's polls carry its status, and GitHub hands a job only
+			// to a poll that says idle. The simulator has no status: while the worker
+			// runs, the listener only polls with wait=0 (the simulator keeps the
+			// runner busy until the listener reports the job's result, see finish).
+			wait := pollWait
+			if w != nil {
+				wait, keepalive = 0, time.After(keepaliveEvery)
+			}
 			polls = make(chan pollResult, 1)
 			go func(ch chan<- pollResult, id string) {
 				pctx, cancel := context.WithTimeout(ctx, pollWait+30*time.Second)
 				defer cancel()
-				j, ok, err := l.api.pollJob(pctx, l.cred, id, pollWait)
+				j, ok, err := l.api.pollJob(pctx, l.cred, id, wait)
 				ch <- pollResult{j, ok, err}
 			}(polls, l.sess.ID)
 		}
@@ -117,9 +135,11 @@ func (l *listener) run() int {
 			return l.shutdown(sig, polls, w)
 		case <-retry:
 			retry = nil
+		case <-keepalive:
+			keepalive = nil
 		case <-workerDone:
-			logf(l.env.Stdout, "Job %s completed with result: %s", w.name(), w.result())
-			w = nil
+			l.finish(w)
+			w, keepalive = nil, nil
 			if l.ephemeral {
 				l.closeSession() // GitHub deleted the runner with its job: this is a formality
 				return 0
@@ -133,6 +153,9 @@ func (l *listener) run() int {
 			}
 		case res := <-polls:
 			polls = nil
+			if w != nil && keepalive == nil {
+				keepalive = time.After(keepaliveEvery)
+			}
 			switch {
 			case res.err != nil && w != nil:
 				pollErr = res.err // the job's end says more (an ephemeral runner is deleted then)
@@ -141,14 +164,15 @@ func (l *listener) run() int {
 					return code
 				}
 			case res.ok && w != nil:
-				// The simulator gives a job only to an idle runner: the worker has
-				// reported its result and is exiting. Let it, then run the next job.
+				// The simulator gives a job only to an idle runner, and this one is busy
+				// until finish reports its job: this does not happen. Should it, run the
+				// job next.
 				if !w.wait(cancelWait) {
 					logf(l.env.Stderr, "Error: got job %d while %s still runs; reporting it cancelled", res.job.ID, w.name())
 					l.report(res.job, "cancelled")
 					break
 				}
-				logf(l.env.Stdout, "Job %s completed with result: %s", w.name(), w.result())
+				l.finish(w)
 				w = l.startWorker(res.job)
 			case res.ok:
 				backoff = 0
@@ -158,6 +182,20 @@ func (l *listener) run() int {
 			}
 		}
 	}
+}
+
+// finish reports the result of a job whose worker has exited, as the real
+// listener completes a job's request once its worker is gone: only then does
+// GitHub (the simulator) free the runner for another job.
+func (l *listener) finish(w *worker) {
+	if w.cmd != nil {
+		if err := reportResult(l.api, w.job, w.res); err != nil {
+			logf(l.env.Stderr, "Error: reporting job %d %s: %v", w.job.ID, w.res.Conclusion, err)
+		}
+	} else {
+		l.report(w.job, w.res.Conclusion) // the worker never started
+	}
+	logf(l.env.Stdout, "Job %s completed with result: %s", w.name(), w.result())
 }
 
 // pollFailed decides what a failed poll means: stop with an exit code, reconnect,
@@ -263,7 +301,7 @@ func (l *listener) shutdown(sig os.Signal, polls <-chan pollResult, w *worker) i
 			w.kill()
 			<-w.done
 		}
-		logf(l.env.Stdout, "Job %s completed with result: %s", w.name(), w.result())
+		l.finish(w)
 	}
 	return 0
 }

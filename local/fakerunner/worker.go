@@ -37,9 +37,11 @@ type worker struct {
 	job   job
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
+	out   *os.File // where the worker writes the job's result (its fd 3), unlinked
 	done  chan struct{}
 	code  int
 	err   error
+	res   result // the job's result, once done
 }
 
 // startWorker runs j in a child process whose command line names Runner.Worker
@@ -55,8 +57,14 @@ func (l *listener) startWorker(j job) *worker {
 			return w.failed(l, err)
 		}
 	}
+	out, err := os.CreateTemp("", "runner-job-result-")
+	if err != nil {
+		return w.failed(l, err)
+	}
+	_ = os.Remove(out.Name())
+	w.out = out
 	w.cmd = &exec.Cmd{Path: exe, Args: []string{argv0, "spawnclient"}, Dir: l.root, Env: workerEnv(os.Environ()),
-		Stdout: l.env.Stdout, Stderr: l.env.Stderr}
+		Stdout: l.env.Stdout, Stderr: l.env.Stderr, ExtraFiles: []*os.File{out}}
 	stdin, err := w.cmd.StdinPipe()
 	if err != nil {
 		return w.failed(l, err)
@@ -73,15 +81,34 @@ func (l *listener) startWorker(j job) *worker {
 		if w.code < 0 {
 			w.err = err
 		}
+		w.res = readResult(out, w.code)
+		_ = out.Close()
 		close(w.done)
 	}()
 	return w
 }
 
+// readResult is the result the worker wrote, or one made from its exit code
+// when it wrote none (it crashed).
+func readResult(f *os.File, code int) result {
+	var res result
+	if _, err := f.Seek(0, io.SeekStart); err == nil {
+		if err := json.NewDecoder(f).Decode(&res); err == nil && res.Conclusion != "" {
+			return res
+		}
+	}
+	if code == workerCancelled {
+		return result{Conclusion: "cancelled"}
+	}
+	return result{Conclusion: "failure"}
+}
+
 func (w *worker) failed(l *listener, err error) *worker {
 	logf(l.env.Stderr, "Error: starting %s for job %d: %v", workerName, w.job.ID, err)
-	l.report(w.job, "failure")
-	w.code = workerFailed
+	if w.out != nil {
+		_ = w.out.Close()
+	}
+	w.code, w.res = workerFailed, result{Conclusion: "failure"}
 	close(w.done)
 	return w
 }
@@ -180,9 +207,20 @@ func work(env Env, args []string) int {
 	go func() { <-terms; stopNow() }()
 	started := time.Now()
 	res, code := result{Conclusion: "success"}, workerSucceeded
-	if msg.Job.Script != "" {
+	var out strings.Builder
+	// The job-started hook runs first, as actions/runner's "Set up runner"; a
+	// failing one fails the job, whose steps then do not run.
+	if hookOut, rc, ran := runHook(env.Getenv(hookStarted)); ran && rc != 0 {
+		out.WriteString(hookOut)
+		res.Conclusion, res.ExitCode, code = "failure", rc, workerFailed
+	} else {
+		out.WriteString(hookOut)
+	}
+	if code == workerSucceeded && msg.Job.Script != "" {
 		var stopped bool
-		res.Output, res.ExitCode, stopped = runScript(msg.Job.Script, stop)
+		var scriptOut string
+		scriptOut, res.ExitCode, stopped = runScript(msg.Job.Script, stop)
+		out.WriteString(scriptOut)
 		switch {
 		case stopped:
 			res.Conclusion, code = "cancelled", workerCancelled
@@ -199,17 +237,68 @@ func work(env Env, args []string) int {
 		}
 		timer.Stop()
 	}
-	api := newClient(msg.ServerURL)
+	// The job-completed hook runs last, whatever the job's end (a cancelled job's
+	// too), as actions/runner's "Complete runner"; a failing one fails a job that
+	// had succeeded.
+	if hookOut, rc, ran := runHook(env.Getenv(hookCompleted)); ran {
+		out.WriteString(hookOut)
+		if rc != 0 && code == workerSucceeded {
+			res.Conclusion, res.ExitCode, code = "failure", rc, workerFailed
+		}
+	}
+	res.Output = out.String()
+	if len(res.Output) > maxOutput {
+		res.Output = res.Output[:maxOutput]
+	}
+	// The listener reports the result once this process has exited (see
+	// listener.finish); fd 3 is the file it reads it from.
+	f := os.NewFile(3, "result")
+	if f == nil {
+		fmt.Fprintf(env.Stderr, "%s: no result file (fd 3) from the listener\n", workerName)
+		return 1
+	}
+	if err := json.NewEncoder(f).Encode(res); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: writing job %d's result: %v\n", workerName, msg.Job.ID, err)
+		return 1
+	}
+	_ = f.Close()
+	return code
+}
+
+// The hooks' variables, as actions/runner reads them from its environment.
+const (
+	hookStarted   = "ACTIONS_RUNNER_HOOK_JOB_STARTED"
+	hookCompleted = "ACTIONS_RUNNER_HOOK_JOB_COMPLETED"
+)
+
+// runHook runs a job hook as actions/runner does: `bash -e path`, as the
+// worker's user, in its environment (the job's); ran is false when no hook is set.
+// Its output goes to the job's log (the result), not the runner's.
+func runHook(path string) (output string, exitCode int, ran bool) {
+	if path == "" {
+		return "", 0, false
+	}
+	var out cappedBuffer
+	cmd := exec.Command("bash", "-e", path)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil && cmd.ProcessState == nil {
+		return "starting the hook " + path + ": " + err.Error() + "\n", 127, true
+	}
+	return out.String(), cmd.ProcessState.ExitCode(), true
+}
+
+// reportResult sends a job's result, retrying server errors a few times.
+func reportResult(api *client, j job, res result) error {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = api.reportResult(ctx, msg.Job, res)
+		err := api.reportResult(ctx, j, res)
 		cancel()
 		if err == nil {
-			return code
+			return nil
 		}
 		if status := statusOf(err); (status != 0 && status < 500) || attempt == 5 {
-			fmt.Fprintf(env.Stderr, "%s: reporting job %d %s: %v\n", workerName, msg.Job.ID, res.Conclusion, err)
-			return 1
+			return err
 		}
 		time.Sleep(time.Second)
 	}

@@ -6,6 +6,9 @@
 //
 //	/usr/bin/tini                   tini-static, the entrypoint: tini -- /usr/local/bin/entrypoint.sh
 //	/usr/local/bin/entrypoint.sh    runner/entrypoint.sh
+//	/usr/local/bin/runner-job-started.sh, runner-job-completed.sh
+//	                                runner/'s job hooks, which the entrypoint names to the runner
+//	/usr/local/bin/runner-job-running  runner/'s readiness probe: 0 while a job runs
 //	/bin/bash, /bin/sh -> bash      bash-static
 //	/bin/busybox, /bin/<applet>     busybox-static and links for the commands the entrypoint
 //	/usr/bin/env -> busybox         uses (sleep, kill, hostname, cp, mkdir, ...)
@@ -66,7 +69,9 @@ const Repository = "localhost/runnerscaler/runner"
 const (
 	RunnerHome = "/home/runner"
 	Entrypoint = "/usr/local/bin/entrypoint.sh"
-	Tini       = "/usr/bin/tini"
+	// JobProbe is the runner container's readiness probe: it exits 0 while a job runs.
+	JobProbe = "/usr/local/bin/runner-job-running"
+	Tini     = "/usr/bin/tini"
 	// UID and GID of the image's user, runner.
 	UID = 1001
 	GID = 1001
@@ -149,7 +154,8 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 		return Image{}, err
 	}
 	layer := layout(binaries{Bash: bash, Tini: tini, Busybox: busybox, Pgrep: filepath.Join(work, "pgrep"),
-		Setpriv: filepath.Join(work, "setpriv"), FakeRunner: filepath.Join(work, "fakerunner"), Entrypoint: opts.EntrypointPath}, links)
+		Setpriv: filepath.Join(work, "setpriv"), FakeRunner: filepath.Join(work, "fakerunner"), Entrypoint: opts.EntrypointPath,
+		Scripts: filepath.Join(opts.ModuleDir, "runner")}, links)
 	cfg := imageConfig()
 	tag, err := contentHash(layer, cfg)
 	if err != nil {
@@ -181,7 +187,11 @@ type binaries struct {
 	Setpriv             string // local/runnerimage/cmd/setpriv built for linux
 	FakeRunner          string // local/fakerunner/cmd/fakerunner built for linux
 	Entrypoint          string // runner/entrypoint.sh
+	Scripts             string // runner/, where the job hooks and the probe are
 }
+
+// jobScripts are the job hooks and the probe, from runner/ into /usr/local/bin.
+var jobScripts = []string{"runner-job-started.sh", "runner-job-completed.sh", "runner-job-running"}
 
 // layout is the image's one layer, made of b, with busybox linked as applets.
 // Links are relative, so that the tree also works unpacked anywhere.
@@ -211,6 +221,9 @@ func layout(b binaries, applets []string) ociimage.Layer {
 		ociimage.File{Path: "/tmp", Mode: fs.ModeDir | fs.ModeSticky | 0o777},
 		ociimage.File{Path: "/home", Mode: fs.ModeDir | 0o755},
 	)
+	for _, name := range jobScripts {
+		layer = append(layer, ociimage.File{Path: "/usr/local/bin/" + name, HostPath: filepath.Join(b.Scripts, name), Mode: exe})
+	}
 	home := func(p string) string { return RunnerHome + "/" + p }
 	for _, f := range []ociimage.File{
 		{Path: RunnerHome, Mode: fs.ModeDir | 0o755},

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -110,6 +111,13 @@ func TestImageContent(t *testing.T) {
 		"/home/runner/config.sh":           {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
 		"/home/runner/run.sh":              {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
 	}
+	for _, name := range []string{"runner-job-started.sh", "runner-job-completed.sh", "runner-job-running"} {
+		body, err := os.ReadFile("../../runner/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want["/usr/local/bin/"+name] = entry{typ: tar.TypeReg, mode: 0o755, body: body}
+	}
 	want["/usr/bin/pgrep"] = entry{typ: tar.TypeReg, mode: 0o755}
 	want["/usr/bin/setpriv"] = entry{typ: tar.TypeReg, mode: 0o755}
 	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod", "chown", "base64"} {
@@ -179,8 +187,7 @@ func TestCachedByContent(t *testing.T) {
 // TestImageRunsAJob unpacks the image and runs its own tini, bash, busybox,
 // entrypoint, setpriv and fake runner on the host (no container: paths are
 // prefixed with the unpacked root) as root, as in a pod, against a GitHub
-// simulator: the runner runs as uid 1001 (the host has no user named runner:
-// RUNNER_USER=1001:1001); an ephemeral runner whose container gets SIGTERM
+// simulator: the runner runs as nobody (see below); an ephemeral runner whose container gets SIGTERM
 // mid-job lets the job finish (pgrep finds Runner.Worker), then exits.
 func TestImageRunsAJob(t *testing.T) {
 	t.Parallel()
@@ -195,6 +202,7 @@ func TestImageRunsAJob(t *testing.T) {
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/orgs/acme/actions/runners/generate-jitconfig",
 		strings.NewReader(`{"name":"img-1","runner_group_id":1,"labels":["big"]}`))
 	req.Header.Set("Authorization", "token ghp_image")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -209,10 +217,21 @@ func TestImageRunsAJob(t *testing.T) {
 		Script: "id -u; id -g"})
 
 	home := filepath.Join(root, "home/runner")
+	// The runner runs as nobody (65534): the image's static bash, which runs the
+	// job hooks, crashes for a user missing from /etc/passwd, and this host's has
+	// no uid 1001 (the image's has, as runner).
+	if err := filepath.Walk(home, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(filepath.Join(root, "usr/bin/tini"), "-s", "--", filepath.Join(root, "bin/bash"), filepath.Join(root, "usr/local/bin/entrypoint.sh"))
 	cmd.Env = []string{"PATH=" + filepath.Join(root, "usr/bin") + ":" + filepath.Join(root, "bin"), "HOME=" + home, "RUNNER_HOME=" + home,
 		"RUNNER_STATE_DIR=" + t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit.Encoded, "RUNNER_GRACEFUL_STOP_TIMEOUT=20",
-		"RUNNER_USER=1001:1001",
+		fmt.Sprintf("RUNNER_USER=%d:%d", nobody, nobody), "RUNNER_HOOKS_DIR=" + filepath.Join(root, "usr/local/bin"), "RUNNER_JOB_DIR=" + filepath.Join(root, "run/runner-job"),
 		"RUNNER_WORKER_PATTERN=" + filepath.Join(home, "bin/Runner.Worker")}
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -228,7 +247,7 @@ func TestImageRunsAJob(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the job never started; output:\n%s", out.String())
+			t.Fatalf("the job never started; jobs %+v, output:\n%s", sim.Jobs(), out.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -238,13 +257,19 @@ func TestImageRunsAJob(t *testing.T) {
 	case <-time.After(25 * time.Second):
 		t.Fatalf("the container did not stop; output:\n%s", out.String())
 	}
-	if got := sim.Jobs()[job.ID-1]; got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess || got.Output != "1001\n1001\n" {
+	if got := sim.Jobs()[job.ID-1]; got.State != githubsim.JobCompleted || got.Conclusion != githubsim.JobSuccess || got.Output != "65534\n65534\n" {
 		t.Fatalf("job %+v; output:\n%s\nwant it run to success as the runner user", got, out.String())
 	}
 	if !strings.Contains(out.String(), "waiting up to 20s") {
 		t.Fatalf("the entrypoint did not wait for the job (busybox pgrep); output:\n%s", out.String())
 	}
+	if !strings.Contains(out.String(), "holding the listener") || !strings.Contains(out.String(), "remaining window: 0 ms") {
+		t.Fatalf("the image's job hooks did not let the entrypoint hold the listener at the job's end; output:\n%s", out.String())
+	}
 }
+
+// nobody is the user TestImageRunsAJob runs the runner as.
+const nobody = 65534
 
 // unpack writes the image's file system, owners included, under a temporary
 // directory that the image's runner user can reach (t.TempDir's are root's alone).
