@@ -18,6 +18,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -91,7 +92,9 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 		t.Fatal(err)
 	}
 	// Cleanups run last in, first out: the loop stops, the finalizers of the pods
-	// left (by a failed test) go, then testenv deletes the namespace.
+	// left (by a failed test) go, the simulator's exchanges and deliveries are
+	// checked against GitHub's description, then testenv deletes the namespace.
+	apispec.Verify(t, l.Sim)
 	t.Cleanup(func() { releasePods(kube, ns) })
 	t.Cleanup(l.Stop)
 	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs}

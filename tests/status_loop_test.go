@@ -13,6 +13,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
 
@@ -41,6 +42,7 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
+	apispec.Verify(t, l.Sim)
 	t.Cleanup(func() { releasePods(kube, ns) })
 	t.Cleanup(l.Stop)
 	w := &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs}

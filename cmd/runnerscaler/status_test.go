@@ -37,6 +37,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -91,6 +92,7 @@ func (w *world) reconciler() *reconcile.Reconciler {
 	}
 	sim := githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, Clock: w.clock,
 		TokenLifetime: 48 * time.Hour, RegistrationTokenLifetime: 48 * time.Hour})
+	apispec.Verify(w.t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	w.t.Cleanup(srv.Close)
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
@@ -420,6 +422,7 @@ pools:
 		t.Fatal(err)
 	}
 	sim := githubsim.New(githubsim.Options{AppID: 7, AppKey: &key.PublicKey, Clock: w.clock})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	var mu sync.Mutex

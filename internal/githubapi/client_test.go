@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -61,6 +62,7 @@ func newEnv(t *testing.T, opts githubsim.Options) *env {
 		opts.TokenLifetime = 24 * time.Hour // tests below move the clock by hours
 	}
 	sim := githubsim.New(opts)
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	c, err := githubapi.New(githubapi.Config{BaseURL: srv.URL + "/", Clock: clk,

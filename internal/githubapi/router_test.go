@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -31,6 +32,7 @@ func newTenancy(t *testing.T, auth githubapi.Auth) (*githubsim.Server, *githubap
 	clk := clocktesting.NewFakeClock(time.Now())
 	sim := githubsim.New(githubsim.Options{AppID: appID, AppKey: &k.PublicKey, Clock: clk,
 		Accounts: map[int64]string{11: "org-a", 22: "org-b"}, PATs: []string{pat}})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	r, err := githubapi.NewRouter(githubapi.Config{BaseURL: srv.URL, Clock: clk, Auth: auth})

@@ -26,6 +26,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -96,6 +97,7 @@ func newBenchWorld(b *testing.B) *benchWorld {
 		b.Fatal(err)
 	}
 	w.sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: w.clock, TokenLifetime: 48 * time.Hour, RegistrationTokenLifetime: 48 * time.Hour})
+	apispec.Verify(b, w.sim)
 	srv := httptest.NewServer(w.sim.Handler())
 	b.Cleanup(srv.Close)
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})

@@ -29,6 +29,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -96,6 +97,7 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 		o(&simOpts)
 	}
 	e.sim = githubsim.New(simOpts)
+	apispec.Verify(t, e.sim)
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(srv.Close)
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})

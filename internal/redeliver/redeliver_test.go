@@ -19,6 +19,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -29,6 +30,7 @@ func TestRecoverRedeliversWhatNeverGotThrough(t *testing.T) {
 	t.Parallel()
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	sim := githubsim.New(githubsim.Options{AppID: 5, AppKey: &key.PublicKey})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 
@@ -114,6 +116,7 @@ func newFailing(t *testing.T, clk clock.PassiveClock, status int) *failing {
 	t.Helper()
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	f := &failing{sim: githubsim.New(githubsim.Options{AppID: 5, AppKey: &key.PublicKey, Clock: clk})}
+	apispec.Verify(t, f.sim)
 	srv := httptest.NewServer(f.sim.Handler())
 	t.Cleanup(srv.Close)
 	f.sim.OnDelivery(func(_, _ string, payload []byte) int {

@@ -206,7 +206,11 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	groups := append([]Group{{ID: 1, Name: "Default", Visibility: "all"}}, s.groups[scopeOf(r).String()]...)
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(groups), "runner_groups": groups})
+	list := make([]map[string]any, len(groups))
+	for i, g := range groups {
+		list[i] = runnerGroupJSON(r.URL.Path, g) // payloads.go
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(groups), "runner_groups": list})
 }
 
 // groupRepositories: GET /orgs/{org}/actions/runner-groups/{group_id}/repositories.

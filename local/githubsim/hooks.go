@@ -17,7 +17,11 @@ type hookDelivery struct {
 	StatusCode  int       `json:"status_code"`
 	Event       string    `json:"event"`
 	Action      string    `json:"action"`
-	payload     []byte
+	// InstallationID and RepositoryID are always null here (GitHub's are null
+	// for deliveries not tied to an installation or repository).
+	InstallationID *int64 `json:"installation_id"`
+	RepositoryID   *int64 `json:"repository_id"`
+	payload        []byte
 }
 
 // send delivers a payload (a new GUID, or guid for a redelivery) and logs the attempt.
@@ -30,6 +34,7 @@ func (s *Server) send(d Deliverer, event, action, guid string, payload []byte) {
 		guid = "sim-" + strconv.FormatInt(id, 10)
 	}
 	s.mu.Unlock()
+	s.recorder.delivery(Delivery{Event: event, GUID: guid, Payload: payload})
 	start := s.opts.Clock.Now()
 	code := d(event, guid, payload)
 	status := "OK"

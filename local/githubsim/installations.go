@@ -38,8 +38,7 @@ func (s *Server) findInstallation(w http.ResponseWriter, r *http.Request) {
 	defer s.mu.Unlock()
 	for id, acc := range s.opts.Accounts {
 		if strings.EqualFold(acc, account) {
-			writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": s.opts.AppID,
-				"account": map[string]any{"login": acc, "type": "Organization"}})
+			writeJSON(w, http.StatusOK, s.installationJSON(id, acc)) // payloads.go
 			return
 		}
 	}

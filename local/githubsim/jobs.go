@@ -248,7 +248,7 @@ func hasLabels(have, want []string) bool {
 }
 
 // emit sends the job's current state as a workflow_job delivery, shaped like
-// GitHub's (the fields the webhook reads, and a few more).
+// GitHub's (every field the webhook's schema requires).
 func (s *Server) emit(j Job) {
 	s.mu.Lock()
 	d := s.deliver
@@ -256,27 +256,7 @@ func (s *Server) emit(j Job) {
 	if d == nil {
 		return
 	}
-	owner, _, _ := strings.Cut(j.Repository, "/")
-	ownerType := "User"
-	if j.Organization != "" {
-		ownerType = "Organization"
-	}
-	payload := map[string]any{
-		"action": string(j.State),
-		"workflow_job": map[string]any{
-			"id": j.ID, "run_id": j.RunID, "status": string(j.State), "labels": j.Labels,
-			"runner_id": nullable(j.RunnerID), "runner_name": nullableString(j.RunnerName),
-			"created_at": j.QueuedAt.UTC().Format(time.RFC3339), "conclusion": nullableString(string(j.Conclusion)),
-		},
-		"repository": map[string]any{"full_name": j.Repository, "owner": map[string]any{"login": owner, "type": ownerType}},
-	}
-	if j.Organization != "" {
-		payload["organization"] = map[string]any{"login": j.Organization}
-	}
-	if j.Enterprise != "" {
-		payload["enterprise"] = map[string]any{"slug": j.Enterprise}
-	}
-	raw, _ := json.Marshal(payload)
+	raw, _ := json.Marshal(s.workflowJobPayload(j)) // payloads.go
 	s.send(d, "workflow_job", string(j.State), "", raw)
 }
 

@@ -110,6 +110,7 @@ type Server struct {
 	deliver        Deliverer
 	hooks          []hookDelivery
 	agents         agentState // runner agents over HTTP (runnerapi.go)
+	recorder       recorder   // exchanges and deliveries, for conformance checks (conformance.go)
 	// The REST view of busy (busylie.go): the lie, overrides, when each busy
 	// runner became busy, the jobs lost to a removal under them, and how often
 	// REST said idle while the truth was busy.
@@ -172,7 +173,7 @@ func New(opts Options) *Server {
 }
 
 // Handler serves the simulated REST API.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.recorded(s.mux) }
 
 // Calls returns how many requests each endpoint pattern received, e.g.
 // "GET /orgs/{org}/actions/runners" (304s and rejected calls included).
