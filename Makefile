@@ -75,7 +75,7 @@ stack-down: ## Stop the local stack started by stack-up
 verify: ## gofmt, go vet, shellcheck, and the check that the webhook binary does not link client-go
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	go vet ./...
-	shellcheck runner/entrypoint.sh local/*.sh .ci/run
+	shellcheck runner/entrypoint.sh runner/runner-job-started.sh runner/runner-job-completed.sh runner/runner-job-running local/*.sh .ci/run
 	@bash local/check-deps.sh
 
 .PHONY: clean

@@ -165,7 +165,7 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 	if err := r.ensurePodMarked(ctx, rn); err != nil {
 		return err
 	}
-	res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
+	res, err := r.gracefulStop(ctx, s, rn)
 	if err != nil || res != stopDone {
 		return err
 	}

@@ -48,6 +48,18 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "Extended", Unit: emf.Count, Value: float64(s.st.Extended)},
 		{Name: "PendingWithReason", Unit: emf.Count, Value: float64(len(s.stuck))},
 	}
+	for _, signal := range []string{signalGitHub, signalPodReport, signalJobLink, signalIdleWindow} {
+		ms = append(ms, emf.Metric{Name: "RemovalsVetoedBy" + signal, Unit: emf.Count, Value: float64(s.vetoed[signal])})
+	}
+	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.disagreements)},
+		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.forbidden)})
+	if len(s.windows) > 0 {
+		values := make([]float64, len(s.windows))
+		for i, d := range s.windows {
+			values[i] = float64(d.Microseconds()) / 1000
+		}
+		ms = append(ms, emf.Metric{Name: "RemovalCheckWindow", Unit: emf.Milliseconds, Values: values})
+	}
 	if rate, ok := r.rateRemaining(); ok {
 		ms = append(ms, emf.Metric{Name: "GitHubRateRemaining", Unit: emf.Count, Value: float64(rate)})
 	}

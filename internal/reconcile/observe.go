@@ -142,14 +142,14 @@ func (r *Reconciler) classify(rn *runner, now time.Time, ephemeral bool) Phase {
 	case pod.DeletionTimestamp != nil:
 		return Terminating
 	case rn.registered():
-		if _, ready := readyTime(pod); pod.Status.Phase == corev1.PodRunning && ready {
+		if pod.Status.Phase == corev1.PodRunning && runnerRunning(pod) {
 			return Running
 		}
 		return Pending
 	case now.Sub(rn.createdAt()) >= r.opts.RegistrationTimeout:
 		return TimedOut
 	}
-	if _, ready := readyTime(pod); pod.Status.Phase == corev1.PodRunning && ready {
+	if pod.Status.Phase == corev1.PodRunning && runnerRunning(pod) {
 		return Running
 	}
 	return Pending
@@ -195,13 +195,4 @@ func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 // to a node, the kubelet may be starting the container before its status says so.
 func everRan(pod *corev1.Pod) bool {
 	return pod != nil && (pod.Spec.NodeName != "" || pod.Status.Phase != corev1.PodPending || len(pod.Status.ContainerStatuses) > 0)
-}
-
-func readyTime(pod *corev1.Pod) (time.Time, bool) {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time, true
-		}
-	}
-	return time.Time{}, false
 }

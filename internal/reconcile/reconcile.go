@@ -49,8 +49,8 @@ import (
 
 // Options tune the reconciler; zero values take ARC's defaults.
 type Options struct {
-	// RegistrationTimeout: a pod Running and Ready this long without GitHub listing
-	// its runner is replaced (default 10m).
+	// RegistrationTimeout: a runner GitHub has not listed this long after its
+	// creation is replaced (default 10m).
 	RegistrationTimeout time.Duration
 	// RecreationDelay: ARC's DefaultRunnerPodRecreationDelayAfterWebhookScale (default 10m).
 	RecreationDelay time.Duration
@@ -67,6 +67,13 @@ type Options struct {
 	// Deployment names this deployment on the runners it makes (the table name in
 	// AWS); Removed drains only runners that carry it (removed.go).
 	Deployment string
+	// JobLinks is the job↔runner link the webhook records (required): a runner
+	// that holds a job by it is never asked to be removed (busy.go).
+	JobLinks JobLinks
+	// IdleConfirmation: a runner that may have taken a job is removed only after
+	// GitHub listed it idle on two reads at least this far apart (default
+	// DefaultIdleConfirmation; busy.go).
+	IdleConfirmation time.Duration
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.
@@ -91,6 +98,12 @@ type built struct {
 func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.PassiveClock, log *slog.Logger, opts Options) (*Reconciler, error) {
 	if err := runnerpod.Validate(cfg); err != nil {
 		return nil, err
+	}
+	if opts.JobLinks == nil {
+		return nil, errors.New("reconcile: Options.JobLinks is required: without the job↔runner link a busy runner could be removed")
+	}
+	if opts.IdleConfirmation <= 0 {
+		opts.IdleConfirmation = DefaultIdleConfirmation
 	}
 	if opts.RegistrationTimeout <= 0 {
 		opts.RegistrationTimeout = 10 * time.Minute
@@ -146,6 +159,23 @@ type sweep struct {
 	// registrations: for each runner this sweep first saw GitHub list, how long
 	// after its creation (a metric).
 	registrations []time.Duration
+	// vetoed counts, by signal, the removals a busy signal vetoed (busy.go);
+	// disagreements, those vetoed against GitHub's idle answer.
+	vetoed        map[string]int
+	disagreements int
+	// forbidden counts RemoveRunner's 403 answers.
+	forbidden int
+	// windows: for each RemoveRunner of a runner whose container ran, the time
+	// from the last busy signal read to the call.
+	windows []time.Duration
+}
+
+// noteStuck records why a runner is held up, for the pool status.
+func (s *sweep) noteStuck(runner, reason string) {
+	if s.stuck == nil {
+		s.stuck = map[string]string{}
+	}
+	s.stuck[runner] = reason
 }
 
 // Reconcile brings the pool's runners in line with d and records phases and the
@@ -153,7 +183,7 @@ type sweep struct {
 func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error {
 	start := r.clock.Now()
 	s := &sweep{p: p, d: d, st: st, now: start, gh: &github{api: r.gh}, log: r.log.With("pool", p.Name),
-		template: r.templates[p.Name]}
+		template: r.templates[p.Name], vetoed: map[string]int{}}
 	var err error
 	if s.runners, s.orphans, err = r.observe(ctx, p, s.now); err != nil {
 		return err
@@ -212,6 +242,18 @@ func (r *Reconciler) annotatePod(ctx context.Context, rn *runner, key, value str
 	pod, err := r.kube.CoreV1().Pods(rn.pod.Namespace).Patch(ctx, rn.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		return fmt.Errorf("annotating pod %s with %s: %w", rn.pod.Name, key, err)
+	}
+	rn.pod = pod
+	return nil
+}
+
+// removePodAnnotation removes an annotation from the runner's pod (a merge patch
+// of null) and takes the pod the API server returns as the runner's view of it.
+func (r *Reconciler) removePodAnnotation(ctx context.Context, rn *runner, key string) error {
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
+	pod, err := r.kube.CoreV1().Pods(rn.pod.Namespace).Patch(ctx, rn.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("removing annotation %s of pod %s: %w", key, rn.pod.Name, err)
 	}
 	rn.pod = pod
 	return nil

@@ -58,6 +58,7 @@ const (
 // stopper carries one runner's graceful stop through its steps.
 type stopper struct {
 	r    *Reconciler
+	sw   *sweep
 	p    *pool.Pool
 	rn   *runner
 	gh   *github
@@ -65,16 +66,20 @@ type stopper struct {
 	now  time.Time
 	id   int64
 	next step
+	// checked is when the last busy signal was read before RemoveRunner (zero when
+	// the runner's container was not running and none was needed).
+	checked time.Time
 }
 
 // gracefulStop ticks the runner's stop machine as far as it can go in this sweep.
 // A runner with no pod is stopped too: its JIT registration, if any, is released
 // (the pod may never have been admitted).
-func (r *Reconciler) gracefulStop(ctx context.Context, p *pool.Pool, rn *runner, gh *github, now time.Time) (stopResult, error) {
+func (r *Reconciler) gracefulStop(ctx context.Context, sw *sweep, rn *runner) (stopResult, error) {
 	if _, ok := podAnnotations(rn.pod)[runnerpod.AnnotationUnregistrationComplete]; ok {
 		return stopDone, nil
 	}
-	s := &stopper{r: r, p: p, rn: rn, gh: gh, now: now, log: r.log.With("pool", p.Name, "runner", rn.name())}
+	p := sw.p
+	s := &stopper{r: r, sw: sw, p: p, rn: rn, gh: sw.gh, now: sw.now, log: r.log.With("pool", p.Name, "runner", rn.name())}
 	steps := map[step]func(context.Context) (step, error){
 		stepStart: s.start, stepFindID: s.findID, stepUnregister: s.unregister, stepComplete: s.complete,
 	}
@@ -146,20 +151,31 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 	return stepComplete, nil
 }
 
+// unregister asks GitHub to remove the runner once every busy signal says idle
+// (busy.go); for a runner whose container is not running only GitHub's answer
+// counts.
 func (s *stopper) unregister(ctx context.Context) (step, error) {
 	if s.backingOff() {
 		return 0, errWait
 	}
 	if gr, found, _ := s.gh.cached(s.id); found && gr.Busy {
-		return 0, s.busy(ctx) // the list this sweep already has says busy: no DELETE
+		return 0, s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy") // no DELETE
+	}
+	if runnerRunning(s.rn.pod) {
+		if err := s.ensureIdle(ctx); err != nil {
+			return 0, err
+		}
 	}
 	err := s.gh.remove(ctx, s.p.Scope(), s.id)
+	if !s.checked.IsZero() {
+		s.sw.windows = append(s.sw.windows, s.r.clock.Since(s.checked))
+	}
 	switch {
 	case err == nil || errors.Is(err, githubapi.ErrNotFound):
 		s.log.Info("runner unregistered", "id", s.id)
 		return stepComplete, nil
 	case errors.Is(err, githubapi.ErrRunnerBusy):
-		return 0, s.busy(ctx)
+		return 0, s.veto(ctx, signalGitHub, false, "RemoveRunner answered 422")
 	case errors.Is(err, githubapi.ErrForbidden):
 		return s.forbidden(ctx, err)
 	case errors.Is(err, githubapi.ErrRateLimited):
@@ -201,7 +217,6 @@ func stoppedSince(pod *corev1.Pod, t time.Time) bool {
 // completion-wait for ephemeral runners, which exit when their job ends) and when
 // to ask again, with a doubling back-off.
 func (s *stopper) busy(ctx context.Context) error {
-	s.log.Info("runner is busy: waiting for its job to finish", "id", s.id)
 	if s.rn.pod == nil {
 		return errWait
 	}
@@ -229,16 +244,6 @@ func retryState(a map[string]string) (int, time.Time, time.Time) {
 	answered, _ := time.Parse(time.RFC3339, parts[1])
 	next, _ := time.Parse(time.RFC3339, parts[2])
 	return attempts, answered, next
-}
-
-// forbidden: the App may not remove runners. ARC treats this as done; we do too,
-// unless GitHub lists the runner as busy — a job is never cut short.
-func (s *stopper) forbidden(ctx context.Context, err error) (step, error) {
-	s.log.Error("GitHub refused to remove the runner (403): check the App's self-hosted runner permission", "id", s.id, "error", err)
-	if gr, found, lerr := s.gh.byID(ctx, s.p.Scope(), s.id); lerr != nil || (found && gr.Busy) {
-		return 0, errWait
-	}
-	return stepComplete, nil
 }
 
 func (s *stopper) complete(ctx context.Context) (step, error) {

@@ -41,7 +41,7 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 	if err := r.ensurePodMarked(ctx, rn); err != nil {
 		return err
 	}
-	res, err := r.gracefulStop(ctx, s.p, rn, s.gh, s.now)
+	res, err := r.gracefulStop(ctx, s, rn)
 	if err != nil || res != stopDone {
 		return err
 	}
@@ -177,10 +177,7 @@ func (r *Reconciler) noteStuck(ctx context.Context, s *sweep, rn *runner, events
 	}
 	reason := r.stuckReason(ctx, rn)
 	if reason != "" {
-		if s.stuck == nil {
-			s.stuck = map[string]string{}
-		}
-		s.stuck[rn.name()] = reason
+		s.noteStuck(rn.name(), reason)
 	}
 	return reason
 }

@@ -331,6 +331,7 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 	i := runnerIndex(tmpl.Spec.Containers)
 	tmpl.Spec.Containers[i].Env = append(runnerEnv(s), tmpl.Spec.Containers[i].Env...)
 	addState(&tmpl.Spec, i)
+	tmpl.Spec.Containers[i].ReadinessProbe = JobProbe()
 	annotations := merge(record(p, s.Deployment), map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)})
 	if s.Creds.RunnerID != 0 {
 		// Known at creation from the JIT config. The pod gets the same annotation
@@ -367,6 +368,26 @@ const (
 	StateVolume = "runner-state"
 	StateDir    = "/runner-state"
 )
+
+// JobProbeCommand is the runner image's report of whether a job runs: it exits 0
+// exactly while one does (the job-started hook ran and the job-completed hook has
+// not since, or a Runner.Worker process exists; runner/README.md).
+const JobProbeCommand = "/usr/local/bin/runner-job-running"
+
+// JobProbe is the runner container's readiness probe: the container is ready
+// exactly while its runner runs a job, so the sweeper reads the pod's own report
+// of a job from the pod status it already lists — no exec, and no Kubernetes
+// credential in the pod. It looks every second; a report lags a job's start or
+// end by about that much.
+func JobProbe() *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler:     corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{JobProbeCommand}}},
+		PeriodSeconds:    1,
+		TimeoutSeconds:   1,
+		SuccessThreshold: 1,
+		FailureThreshold: 1,
+	}
+}
 
 func addState(spec *corev1.PodSpec, runner int) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: StateVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
@@ -428,6 +449,10 @@ func Validate(cfg *pool.Config) error {
 		}
 		if err := admissible(tmpl, claims); err != nil {
 			return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+		}
+		if tmpl.Spec.Containers[runnerIndex(tmpl.Spec.Containers)].ReadinessProbe != nil {
+			return fmt.Errorf("pool %s: kubernetes.template: the %s container's readinessProbe is the runnerscaler's "+
+				"report of a running job and cannot be set", p.Name, ContainerName)
 		}
 	}
 	return nil

@@ -13,32 +13,42 @@ import (
 )
 
 // awaitRefill is the refill fast path, and reports whether the nudge should
-// sweep. The webhook nudges when a job completed on one of the pool's ephemeral
-// runners; such a runner exits a moment after its job and only then counts as
+// sweep. The webhook nudges when a job completed on one of the pool's runners;
+// an ephemeral runner exits a moment after its job and only then counts as
 // finished, so a sweep at once would still find it running and leave its slot
-// empty until the next scheduled sweep (a minute in AWS). So, while jobs wait for
-// the pool, awaitRefill gives the named runners' containers up to RefillWait to
-// exit, looking every RefillPoll — one pod list each, before the lease is taken:
-// nothing is written and GitHub is not asked — and then the nudge sweeps, which
-// replaces them by the usual rules (a finished runner is unregistered, deleted,
-// and a new one created within maxReplicas). If they have not exited by then, or
-// looking fails, it sweeps anyway: nothing is lost, the runners wait for the next
-// sweep as before. When no job waits there is no slot to refill: it reports false
-// and the next scheduled sweep replaces the runners.
+// empty until the next scheduled sweep (a minute in AWS); and a runner being
+// stopped (deleted, evicted, scaled down) whose job has just ended must be
+// unregistered before GitHub hands it another job. So, while jobs wait for the
+// pool or a named runner is being stopped, awaitRefill gives the named runners'
+// containers up to RefillWait to exit, looking every RefillPoll — one pod list
+// each, before the lease is taken: nothing is written and GitHub is not asked —
+// and then the nudge sweeps, which replaces or unregisters them by the usual
+// rules. If they have not exited by then, or looking fails, it sweeps anyway:
+// nothing is lost, the runners wait for the next sweep as before. When no job
+// waits and no named runner is being stopped, there is nothing to do at once: it
+// reports false and the next scheduled sweep replaces the runners.
 func (s *Sweeper) awaitRefill(ctx context.Context, p *pool.Pool, runners []string) bool {
 	log := s.log.With("pool", p.Name, "finished", runners)
+	watcher, ok := s.reconciler.(RunnerWatcher)
+	if !ok {
+		return true
+	}
 	waiting, err := s.waitingJobs(ctx, p)
 	if err != nil {
 		log.WarnContext(ctx, "refill: cannot read the pool's reservations; sweeping anyway", "error", err)
 		return true
 	}
 	if waiting == 0 {
-		log.InfoContext(ctx, "refill: no job waits for the pool; the next scheduled sweep replaces its finished runners")
-		return false
-	}
-	watcher, ok := s.reconciler.(RunnerWatcher)
-	if !ok {
-		return true
+		stopping, err := watcher.Stopping(ctx, p, runners)
+		switch {
+		case err != nil:
+			log.WarnContext(ctx, "refill: cannot look at the runners; sweeping anyway", "error", err)
+			return true
+		case !stopping:
+			log.InfoContext(ctx, "refill: no job waits for the pool; the next scheduled sweep replaces its finished runners")
+			return false
+		}
+		log.InfoContext(ctx, "refill: a runner being stopped finished its job: unregistering it at once")
 	}
 	start := s.clock.Now()
 	for {

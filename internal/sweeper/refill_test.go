@@ -23,6 +23,8 @@ import (
 type exitingRunner struct {
 	running int
 	looked  chan []string // each look's names
+	// stopping: the named runners are being stopped (Stopping's answer).
+	stopping bool
 
 	mu     sync.Mutex
 	looks  int
@@ -45,6 +47,10 @@ func (x *exitingRunner) StillRunning(_ context.Context, _ *pool.Pool, pods []str
 		return nil, nil
 	}
 	return pods, nil
+}
+
+func (x *exitingRunner) Stopping(_ context.Context, _ *pool.Pool, _ []string) (bool, error) {
+	return x.stopping, nil
 }
 
 func (x *exitingRunner) Reconcile(_ context.Context, _ *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
@@ -156,6 +162,25 @@ func TestRefillWithoutWaitingJobs(t *testing.T) {
 	}
 	if st := e.desired(t, "octo"); st.Version != 0 {
 		t.Fatalf("pool status written: %+v", st)
+	}
+}
+
+// TestStoppingRunnerIsSweptWithoutWaitingJobs: the job of a runner being stopped
+// (deleted, evicted, scaled down) completed: even with no job waiting, the nudge
+// waits for its container to exit and sweeps, so the runner is unregistered at
+// once rather than at the next scheduled sweep, before GitHub can hand it
+// another job.
+func TestStoppingRunnerIsSweptWithoutWaitingJobs(t *testing.T) {
+	t.Parallel()
+	x := newExitingRunner(1)
+	x.stopping = true
+	e := newRefillEnv(t, x, 10*time.Second, 250*time.Millisecond)
+	r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo", Finished: []string{"octo-bcdfg-0"}})
+	if err != nil || !contains(r.Swept, "octo") {
+		t.Fatalf("report %+v, %v; want octo swept", r, err)
+	}
+	if looks, sweeps := x.report(); looks != 2 || len(sweeps) != 1 || !sweeps[0] {
+		t.Fatalf("%d looks, sweeps %v: want the sweep after the stopping runner exited", looks, sweeps)
 	}
 }
 

@@ -49,11 +49,13 @@ type Reconciler interface {
 	Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error
 }
 
-// RunnerWatcher tells which of a pool's runner pods have not finished yet
-// (reconcile.Reconciler). A Reconciler that implements it gets the refill fast
-// path (see awaitRefill); one that does not sweeps refill nudges at once.
+// RunnerWatcher tells which of a pool's runner pods have not finished yet, and
+// whether any is being stopped (reconcile.Reconciler). A Reconciler that
+// implements it gets the refill fast path (see awaitRefill); one that does not
+// sweeps refill nudges at once.
 type RunnerWatcher interface {
 	StillRunning(ctx context.Context, p *pool.Pool, pods []string) ([]string, error)
+	Stopping(ctx context.Context, p *pool.Pool, pods []string) (bool, error)
 }
 
 // Recoverer redelivers webhook deliveries that never got through and says what

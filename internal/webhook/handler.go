@@ -37,9 +37,11 @@ import (
 // itself caps deliveries at 25 MB; API Gateway at 10 MB); 1 MiB leaves ample room.
 const DefaultMaxBody = 1 << 20
 
-// Recorder stores a delivery's effect (reservation.Store).
+// Recorder stores a delivery's effect (reservation.Store): the job's reservation in
+// its pool, and the link from the runner that took the job to the job.
 type Recorder interface {
 	Record(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
+	RecordRunner(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
 }
 
 // Nudger asks the sweeper to reconcile one pool now, for the jobs named in the
@@ -195,39 +197,84 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
 	}
 	p, why := h.pools.Route(job.route)
+	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
+		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName}
+	if p != nil {
+		d.Pool = p.Name
+		d.Amount, d.Duration = p.Trigger()
+	}
+	linked, err := h.link(ctx, d)
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return Response{http.StatusServiceUnavailable, "storing the runner's job failed; redeliver later"}, attrs
+	}
+	if linked != nil {
+		attrs = append(attrs, slog.String("runnerPool", linked.Name))
+	}
 	if p == nil {
 		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
-		return Response{http.StatusAccepted, "no matching pool: " + why}, append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		if ev, ok := nudgeFor(nil, linked, state, job); ok {
+			attrs = append(attrs, h.nudge(ctx, ev))
+		}
+		return Response{http.StatusAccepted, "no matching pool: " + why}, attrs
 	}
 	attrs = append(attrs, slog.String("pool", p.Name))
-	amount, duration := p.Trigger()
-	outcome, err := h.store.Record(ctx, reservation.Delivery{
-		Pool: p.Name, JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, Amount: amount, Duration: duration, RunnerID: job.runnerID, RunnerName: job.runnerName,
-	})
+	outcome, err := h.store.Record(ctx, d)
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 		return Response{http.StatusServiceUnavailable, "storing the reservation failed; redeliver later"}, attrs
 	}
 	attrs = append(attrs, slog.String("outcome", outcome.String()))
-	if ev, ok := nudgeFor(p, state, job); ok && outcome == reservation.Applied {
+	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
 		attrs = append(attrs, h.nudge(ctx, ev))
 	}
 	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
 }
 
-// nudgeFor says whom a delivery that moved its job forward nudges: a queued job,
-// for its runner to be created; a job completed on one of an ephemeral pool's
-// runners, for the slot that runner frees to be refilled at once (the sweeper
-// waits for the runner's container to exit, and only while jobs wait for the
-// pool). A job completed elsewhere (another pool's runner, a hosted runner, none)
-// frees no slot of the pool; an in_progress one frees nothing.
-func nudgeFor(p *pool.Pool, state reservation.State, j job) (nudge.Event, bool) {
+// link records which of this deployment's runners took the job (in_progress) or
+// finished it (completed), whatever pool the job was routed to, and returns that
+// runner's pool; nil, with nothing written, for a delivery that names no runner of
+// ours. The sweeper asks the link, right before it removes a runner, whether the
+// runner holds a job (package reconcile).
+func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool, error) {
+	if d.State < reservation.InProgress || d.RunnerName == "" {
+		return nil, nil
+	}
+	rp := h.runnerPool(d.RunnerName)
+	if rp == nil {
+		return nil, nil
+	}
+	if _, err := h.store.RecordRunner(ctx, d); err != nil {
+		return nil, err
+	}
+	return rp, nil
+}
+
+// runnerPool is the pool whose runners are named like name, or nil.
+func (h *Handler) runnerPool(name string) *pool.Pool {
+	for i := range h.pools.Pools {
+		if p := &h.pools.Pools[i]; poolRunner(p.Name, name) {
+			return p
+		}
+	}
+	return nil
+}
+
+// nudgeFor says whom a delivery nudges: a queued job its pool p, for its runner to
+// be created; a job completed on one of our runners that runner's pool (whatever
+// pool the job was routed to), so that the slot an ephemeral runner frees is
+// refilled at once and a runner whose stop waited for this job is unregistered
+// at once, before GitHub can hand it another job (the sweeper waits for the
+// runner's container to exit, and sweeps only while jobs wait for the pool or a
+// named runner is being stopped). A job completed on no runner of ours, and an
+// in_progress one, nudge nobody.
+func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) (nudge.Event, bool) {
 	switch {
-	case state == reservation.Queued:
+	case state == reservation.Queued && p != nil:
 		return nudge.Event{Pool: p.Name, Jobs: []int64{j.id}}, true
-	case state == reservation.Completed && p.IsEphemeral() && poolRunner(p.Name, j.runnerName):
-		return nudge.Event{Pool: p.Name, Finished: []string{j.runnerName}}, true
+	case state == reservation.Completed && runnerPool != nil:
+		return nudge.Event{Pool: runnerPool.Name, Finished: []string{j.runnerName}}, true
 	}
 	return nudge.Event{}, false
 }

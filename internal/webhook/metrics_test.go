@@ -53,6 +53,10 @@ func (failingStore) Record(_ context.Context, _ reservation.Delivery) (reservati
 	return 0, errors.New("throttled")
 }
 
+func (failingStore) RecordRunner(_ context.Context, _ reservation.Delivery) (reservation.Outcome, error) {
+	return 0, errors.New("throttled")
+}
+
 // TestDeliveryMetricsAtLogLevelError: each delivery writes one metric record
 // under its outcome, and with the function at LogLevel ERROR every record still
 // passes Lambda's filter.

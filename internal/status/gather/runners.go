@@ -70,7 +70,7 @@ func describe(sts *appsv1.StatefulSet, pod *corev1.Pod) status.Runner {
 	case pod != nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed ||
 		cs != nil && cs.State.Terminated != nil):
 		rn.Phase = status.PhaseCompleted
-	case pod != nil && pod.Status.Phase == corev1.PodRunning && ready(pod):
+	case pod != nil && pod.Status.Phase == corev1.PodRunning && cs != nil && cs.State.Running != nil:
 		rn.Phase = status.PhaseRunning
 	default:
 		rn.Phase = status.PhasePending
@@ -134,15 +134,6 @@ func runnerContainer(pod *corev1.Pod) *corev1.ContainerStatus {
 		}
 	}
 	return nil
-}
-
-func ready(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // runnerID is the GitHub runner id: recorded on the pod at registration, or on

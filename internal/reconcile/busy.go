@@ -1,0 +1,233 @@
+package reconcile
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// Whether a runner holds a job is decided from independent signals, because
+// GitHub's REST view lies: it can list a runner that holds a job as idle for the
+// first minute after the job was assigned and at moments during it, and then
+// answers RemoveRunner with 204 — the job is lost. A runner whose container is
+// running is asked to be removed only when every signal says idle:
+//
+//   - GitHub's REST view: the runner list's busy flag, then RemoveRunner (422: busy);
+//   - the pod's own report: the runner container is ready exactly while a job
+//     runs (its readiness probe asks the job hooks and the runner's worker
+//     process, see runnerpod.JobProbe); read again right before RemoveRunner;
+//   - the job↔runner link: an `in_progress` delivery that named this runner, for
+//     a job with no `completed` yet, whatever pool the job was routed to
+//     (reservation.RunnerJobs, a strongly consistent read right before
+//     RemoveRunner);
+//   - an idle confirmation: GitHub listed the runner idle on two reads at least
+//     Options.IdleConfirmation apart, unless the link and the pod's report both
+//     show that the runner never took a job.
+//
+// When signals disagree, busy wins: any one of them vetoes the removal, and a veto
+// against GitHub's idle answer is logged with both sides and counted
+// (BusySignalDisagreements). Two bounds keep a veto from holding a runner
+// forever: a link whose `completed` never came stops counting
+// reservation.DefaultLinkLifetime after its `in_progress` (GitHub cancels a job
+// at its timeout, 6 h by default); and a runner whose container is not running
+// holds no job, so only GitHub's answer counts for it (an ephemeral runner that
+// finished, a persistent one whose entrypoint stopped it).
+
+// Veto signals, as named in the metrics (RemovalsVetoedBy<signal>).
+const (
+	signalGitHub     = "GitHub"
+	signalPodReport  = "PodReport"
+	signalJobLink    = "JobLink"
+	signalIdleWindow = "IdleWindow"
+)
+
+// annotationIdleSince holds when GitHub first listed a runner being stopped as
+// idle in its current idle streak (the first of the two reads of the idle
+// confirmation); a busy listing removes it.
+const annotationIdleSince = "runnerscaler.dev/github-idle-since"
+
+// DefaultIdleConfirmation is the default Options.IdleConfirmation: longer than the
+// 25–60 s for which GitHub has been seen to list a runner idle after handing it a
+// job, so that two idle reads this far apart cannot both fall in that lag.
+const DefaultIdleConfirmation = 90 * time.Second
+
+// JobLinks is what the reconciler reads of the job↔runner link (reservation.Store).
+type JobLinks interface {
+	RunnerJobs(ctx context.Context, runner string) ([]reservation.RunnerJob, error)
+}
+
+// reportsJob: the pod's own report says its runner runs a job (the runner
+// container is running and ready).
+func reportsJob(pod *corev1.Pod) bool {
+	cs := runnerStatus(pod)
+	return cs != nil && cs.State.Running != nil && cs.Ready
+}
+
+// runnerRunning: the runner container of pod is running, so its runner may hold a job.
+func runnerRunning(pod *corev1.Pod) bool {
+	cs := runnerStatus(pod)
+	return cs != nil && cs.State.Running != nil
+}
+
+// neverReportedJob: the pod's report has never said "job" since the runner
+// container first started: it has not restarted, is not ready, and the pod's
+// Ready condition has not changed since before the container started (it turns
+// true while a job runs and back after it).
+func neverReportedJob(pod *corev1.Pod) bool {
+	cs := runnerStatus(pod)
+	if cs == nil || cs.State.Running == nil || cs.Ready || cs.RestartCount > 0 {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status != corev1.ConditionTrue && !c.LastTransitionTime.After(cs.State.Running.StartedAt.Time)
+		}
+	}
+	return false
+}
+
+// unfinishedJob returns a job linked to the runner whose `completed` has not been
+// recorded, within the link lifetime.
+func unfinishedJob(jobs []reservation.RunnerJob, now time.Time) (reservation.RunnerJob, bool) {
+	for _, j := range jobs {
+		if j.State < reservation.Completed && now.Sub(j.At()) < reservation.DefaultLinkLifetime {
+			return j, true
+		}
+	}
+	return reservation.RunnerJob{}, false
+}
+
+// ensureIdle decides, for a runner whose container is running, whether it may be
+// asked to be removed now: nil when every signal says idle, errWait (after
+// recording why) when one says busy or the idle confirmation is not complete.
+// The pod's report and the link are read last, right before the caller's DELETE.
+func (s *stopper) ensureIdle(ctx context.Context) error {
+	if reportsJob(s.rn.pod) {
+		return s.veto(ctx, signalPodReport, false, "the runner container reports a job")
+	}
+	gr, found, err := s.gh.byID(ctx, s.p.Scope(), s.id)
+	if err != nil {
+		s.log.Warn("cannot list runners to confirm the runner is idle; retrying next sweep", "id", s.id, "error", err)
+		return errWait
+	}
+	if !found {
+		return nil // GitHub does not list it: RemoveRunner answers 404
+	}
+	if gr.Busy {
+		return s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy")
+	}
+	if err := s.confirmIdle(ctx); err != nil {
+		return err
+	}
+	return s.checkNow(ctx)
+}
+
+// confirmIdle: GitHub has just listed the runner idle. The removal waits until an
+// earlier idle listing is at least the idle confirmation old, unless the runner
+// never took a job (by the link and by the pod's report).
+func (s *stopper) confirmIdle(ctx context.Context) error {
+	since, ok := idleSince(s.rn.pod)
+	if ok && s.now.Sub(since) >= s.r.opts.IdleConfirmation {
+		return nil
+	}
+	if !ok {
+		jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))
+		if err != nil {
+			s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
+			return errWait
+		}
+		if len(jobs) == 0 && neverReportedJob(s.rn.pod) {
+			return nil
+		}
+		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, stamp(s.now)); err != nil {
+			return err
+		}
+		since = s.now
+	}
+	s.sw.vetoed[signalIdleWindow]++
+	s.log.Info("GitHub lists the runner idle: removing it once that has held for the idle confirmation",
+		"id", s.id, "idleSince", since, "confirmation", s.r.opts.IdleConfirmation)
+	return errWait
+}
+
+// checkNow reads the pod and the link again, right before the DELETE: a job that
+// started since the sweep listed the pods, or whose `in_progress` arrived since,
+// vetoes it.
+func (s *stopper) checkNow(ctx context.Context) error {
+	pod, err := s.r.reread(ctx, s.rn.pod)
+	if err != nil {
+		s.log.Warn("cannot read the runner's pod again; retrying next sweep", "error", err)
+		return errWait
+	}
+	if pod != nil {
+		s.rn.pod = pod
+		if reportsJob(pod) {
+			return s.veto(ctx, signalPodReport, true, "the runner container reports a job")
+		}
+		if !runnerRunning(pod) {
+			return nil
+		}
+	}
+	jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))
+	if err != nil {
+		s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
+		return errWait
+	}
+	if j, ok := unfinishedJob(jobs, s.r.clock.Now()); ok {
+		return s.veto(ctx, signalJobLink, true, "a job on this runner has no completed delivery", "job", j.JobID, "jobPool", j.Pool)
+	}
+	s.checked = s.r.clock.Now()
+	return nil
+}
+
+// veto records that signal said busy and ends the tick. githubIdle: GitHub's
+// list had just said idle, so the signals disagree.
+func (s *stopper) veto(ctx context.Context, signal string, githubIdle bool, why string, args ...any) error {
+	s.sw.vetoed[signal]++
+	args = append([]any{"id", s.id, "signal", signal}, args...)
+	if githubIdle {
+		s.sw.disagreements++
+		s.log.Warn("busy signals disagree: GitHub lists the runner idle, but "+why+"; not removing it", args...)
+	} else {
+		s.log.Info("runner is busy ("+why+"): waiting for its job to finish", args...)
+	}
+	if _, ok := podAnnotations(s.rn.pod)[annotationIdleSince]; ok {
+		if err := s.r.removePodAnnotation(ctx, s.rn, annotationIdleSince); err != nil {
+			return err
+		}
+	}
+	if signal == signalGitHub {
+		return s.busy(ctx)
+	}
+	return errWait
+}
+
+func idleSince(pod *corev1.Pod) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339, podAnnotations(pod)[annotationIdleSince])
+	return t, err == nil
+}
+
+// forbiddenReason is what the pool status says of a runner GitHub refused to remove.
+const forbiddenReason = "GitHub refused to remove the runner (403 Forbidden): grant the GitHub App " +
+	"\"Self-hosted runners: read and write\" (organization), \"Administration: read and write\" (repository), " +
+	"or the enterprise PAT manage_runners:enterprise; the runner keeps its slot until then"
+
+// forbidden: the App may not remove runners. The stop never completes while
+// GitHub still lists the runner — it could be handed a job before the pod goes —
+// so it waits, loudly, and the runner keeps counting against the pool.
+func (s *stopper) forbidden(ctx context.Context, err error) (step, error) {
+	s.sw.forbidden++
+	s.sw.noteStuck(s.rn.name(), forbiddenReason)
+	_, found, lerr := s.gh.byID(ctx, s.p.Scope(), s.id)
+	if lerr != nil || found {
+		s.log.Error("GitHub refused to remove the runner (403): grant the App the self-hosted runner permission; "+
+			"the runner stays until then", "id", s.id, "error", err)
+		return 0, errWait
+	}
+	s.log.Warn("GitHub refused to remove the runner (403), but no longer lists it: nothing left to unregister", "id", s.id)
+	return stepComplete, nil
+}

@@ -1,0 +1,115 @@
+package reservation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/runnerscaler/runnerscaler/internal/table"
+)
+
+// The runner link: which jobs a runner took, as `in_progress` and `completed`
+// deliveries name it, kept per runner (PK=RUNNER#<runner name>, SK=JOB#<jobId>)
+// whatever pool the job was routed to — GitHub gives a job to any online runner
+// whose labels cover the job's, so a runner can run another pool's job, or a job
+// no pool reserved. The sweeper reads it, with strong consistency, right before it
+// asks GitHub to remove a runner: a job on the runner without a `completed` vetoes
+// the removal (package reconcile).
+//
+// Like a reservation, a link only moves forward (in_progress < completed) through
+// one conditional write, so redelivered and reordered deliveries change nothing.
+
+// RunnerJob is one job a runner took.
+type RunnerJob struct {
+	Runner string `dynamodbav:"runner"`
+	JobID  int64  `dynamodbav:"jobId"`
+	// Pool is the pool the job was routed to ("" when none was).
+	Pool  string `dynamodbav:"pool"`
+	State State  `dynamodbav:"state"`
+	// AtMillis is when the delivery that moved the link to State was recorded.
+	AtMillis int64 `dynamodbav:"at"`
+}
+
+// At is when the link's latest state was recorded.
+func (j RunnerJob) At() time.Time { return time.UnixMilli(j.AtMillis).UTC() }
+
+// DefaultLinkLifetime is how long a link of a job still in progress is kept
+// after its `in_progress`, for a `completed` that never arrives: GitHub cancels a
+// job after its timeout-minutes, 360 by default.
+const DefaultLinkLifetime = 6 * time.Hour
+
+// RunnerKey is the partition key of a runner's links.
+func RunnerKey(runner string) string { return "RUNNER#" + runner }
+
+// RecordRunner records that d's runner took d's job (in_progress) or finished it
+// (completed). A delivery that names no runner, or is of another state, records
+// nothing. It reports whether the link moved forward. Errors are DynamoDB
+// failures after the SDK's retries; the webhook answers 503 so GitHub redelivers.
+func (s *Store) RecordRunner(ctx context.Context, d Delivery) (Outcome, error) {
+	if d.RunnerName == "" || d.State < InProgress {
+		return Stale, nil
+	}
+	now := s.clock.Now()
+	ttl := now.Add(DefaultLinkLifetime).Add(s.retention)
+	if d.State == Completed {
+		ttl = now.Add(s.retention)
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 key(RunnerKey(d.RunnerName), jobKey(d.JobID)),
+		UpdateExpression:    aws.String("SET #state = :state, #runner = :runner, #job = :job, #pool = :pool, #at = :at, #ttl = :ttl"),
+		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
+		ExpressionAttributeNames: map[string]string{
+			"#state": "state", "#runner": "runner", "#job": "jobId", "#pool": "pool", "#at": "at", "#ttl": table.TTLAttribute,
+		},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":state":  num(int64(d.State)),
+			":runner": &types.AttributeValueMemberS{Value: d.RunnerName},
+			":job":    num(d.JobID),
+			":pool":   &types.AttributeValueMemberS{Value: d.Pool},
+			":at":     num(now.UnixMilli()),
+			":ttl":    num(ttl.Unix()),
+		},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return Stale, nil
+	case err != nil:
+		return 0, fmt.Errorf("recording that runner %s took job %d (%s): %w", d.RunnerName, d.JobID, d.State, err)
+	}
+	return Applied, nil
+}
+
+// RunnerJobs returns every job linked to runner, finished or not, with a strongly
+// consistent read: a delivery recorded before the call is in the answer. Links of
+// finished jobs stay for the retention (a day), so an empty answer means no
+// delivery named the runner in that time.
+func (s *Store) RunnerJobs(ctx context.Context, runner string) ([]RunnerJob, error) {
+	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ExpressionAttributeNames:  map[string]string{"#pk": table.PartitionKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: RunnerKey(runner)}},
+		ConsistentRead:            aws.Bool(true),
+	})
+	var items []map[string]types.AttributeValue
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading the jobs of runner %s: %w", runner, err)
+		}
+		items = append(items, page.Items...)
+	}
+	var jobs []RunnerJob
+	if err := attributevalue.UnmarshalListOfMaps(items, &jobs); err != nil {
+		return nil, fmt.Errorf("decoding the jobs of runner %s: %w", runner, err)
+	}
+	return jobs, nil
+}
