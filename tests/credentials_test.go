@@ -20,9 +20,11 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/runnerimage"
 )
@@ -153,6 +155,7 @@ func newCredWorld(t *testing.T, image string, ephemeral bool) *credWorld {
 	kube, ns := testenv.Namespace(t)
 	const pat = "ghp_credentials"
 	sim := githubsim.New(githubsim.Options{PATs: []string{pat}})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	gh, err := githubapi.New(githubapi.Config{BaseURL: srv.URL + "/", Auth: githubapi.Auth{Token: pat}})
@@ -179,7 +182,9 @@ pools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(cfg, kube, gh, clock.RealClock{}, nil, reconcile.Options{GitHubURL: srv.URL})
+	db, table := testenv.Table(t)
+	rec, err := reconcile.New(cfg, kube, gh, clock.RealClock{}, nil, reconcile.Options{GitHubURL: srv.URL,
+		JobLinks: reservation.New(db, table, clock.RealClock{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -62,6 +63,7 @@ func newDeployment(t *testing.T) *deployment {
 	}
 	sim := githubsim.New(githubsim.Options{AppID: 7, AppKey: &key.PublicKey,
 		Accounts: map[int64]string{11: "org-a", 22: "org-b"}, PATs: []string{deployPAT}})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
@@ -109,7 +111,7 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 		}
 	}
 	clk := clock.RealClock{}
-	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{Deployment: d.table})
+	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{Deployment: d.table, JobLinks: d.rs})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/invoke"
 )
@@ -113,6 +114,7 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	}
 	key, _ := rsa.GenerateKey(rand.Reader, 2048)
 	sim := githubsim.New(githubsim.Options{AppID: 3, AppKey: &key.PublicKey, Accounts: map[int64]string{41: "Octocoders"}})
+	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
