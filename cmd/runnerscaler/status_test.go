@@ -101,7 +101,7 @@ func (w *world) reconciler() *reconcile.Reconciler {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rec, err := reconcile.New(w.pools, w.kube, gh, w.clock, nil, reconcile.Options{})
+	rec, err := reconcile.New(w.pools, w.kube, gh, w.clock, nil, reconcile.Options{JobLinks: reservation.New(w.db, w.table, w.clock)})
 	if err != nil {
 		w.t.Fatal(err)
 	}

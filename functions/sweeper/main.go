@@ -84,12 +84,13 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
+	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
+	store := reservation.New(db, cfg.TableName, clk)
 	rec, err := reconcile.New(pools, kc, gh, clk, log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL, Metrics: metrics,
-		Deployment: cfg.TableName})
+		Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation})
 	if err != nil {
 		return nil, err
 	}
-	db := awsconf.DynamoDB(aws, cfg.DynamoDBEndpoint)
 	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
 	if cfg.AppID != 0 { // with a GitHub App, lost webhook deliveries are redelivered
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
@@ -100,7 +101,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 		opts.DeliveryLog = deliverylog.NewStore(db, cfg.TableName)
 	}
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
-	return sweeper.New(pools, reservation.New(db, cfg.TableName, clk), poolstate.NewStore(db, cfg.TableName),
+	return sweeper.New(pools, store, poolstate.NewStore(db, cfg.TableName),
 		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
 }
 

@@ -107,7 +107,8 @@ func unfinishedJob(jobs []reservation.RunnerJob, now time.Time) (reservation.Run
 // The pod's report and the link are read last, right before the caller's DELETE.
 func (s *stopper) ensureIdle(ctx context.Context) error {
 	if reportsJob(s.rn.pod) {
-		return s.veto(ctx, signalPodReport, false, "the runner container reports a job")
+		gr, found, _ := s.gh.cached(s.id)
+		return s.veto(ctx, signalPodReport, found && !gr.Busy, "the runner container reports a job")
 	}
 	gr, found, err := s.gh.byID(ctx, s.p.Scope(), s.id)
 	if err != nil {

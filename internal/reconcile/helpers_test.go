@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
@@ -57,6 +59,39 @@ type env struct {
 	writes atomic.Int32
 	failAt atomic.Int32
 	reads  atomic.Int32
+	// links plays the job↔runner link the webhook records.
+	links *jobLinks
+}
+
+// jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs).
+type jobLinks struct {
+	mu    sync.Mutex
+	jobs  map[string][]reservation.RunnerJob
+	reads int
+	err   error
+}
+
+func (l *jobLinks) RunnerJobs(_ context.Context, runner string) ([]reservation.RunnerJob, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reads++
+	return slices.Clone(l.jobs[runner]), l.err
+}
+
+// link records that runner took job (in_progress) or finished it (completed) at at.
+func (l *jobLinks) link(runner string, job int64, state reservation.State, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.jobs == nil {
+		l.jobs = map[string][]reservation.RunnerJob{}
+	}
+	for i, j := range l.jobs[runner] {
+		if j.JobID == job {
+			l.jobs[runner][i].State, l.jobs[runner][i].AtMillis = state, at.UnixMilli()
+			return
+		}
+	}
+	l.jobs[runner] = append(l.jobs[runner], reservation.RunnerJob{Runner: runner, JobID: job, State: state, AtMillis: at.UnixMilli()})
 }
 
 func poolYAML(ns string, ephemeral bool, image string) string {
@@ -83,7 +118,7 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 	t.Helper()
 	keyOnce.Do(func() { appKey, _ = rsaKey() })
 	_, ns := testenv.Namespace(t)
-	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second))}
+	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), links: &jobLinks{}}
 	cfg := testenv.RESTConfig(t)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return faultyTransport{rt: rt, e: e} })
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -117,7 +152,7 @@ func (e *env) setPool(ephemeral bool, image string) {
 		e.t.Fatal(err)
 	}
 	e.pool = cfg.Pool("p")
-	e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{})
+	e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -208,14 +243,16 @@ func (e *env) start(name string) githubsim.Runner {
 	return e.register(name)
 }
 
-// run plays the kubelet: the pod becomes Running and Ready.
+// run plays the kubelet: the pod becomes Running, its runner container running
+// and not ready (its job probe: no job yet), the pod's Ready condition false
+// since the container started.
 func (e *env) run(name string) {
 	e.t.Helper()
 	pod := e.pods()[name]
 	now := metav1.NewTime(e.clock.Now())
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now,
-		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
 	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}

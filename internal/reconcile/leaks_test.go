@@ -267,7 +267,7 @@ func (e *env) newReconciler(kube kubernetes.Interface, gh reconcile.GitHub) *rec
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, err := reconcile.New(cfg, kube, gh, e.clock, nil, reconcile.Options{})
+	rec, err := reconcile.New(cfg, kube, gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestPoolMetricsAtLogLevelError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, time.Time{})

@@ -183,6 +183,9 @@ func finished(pod *corev1.Pod, ephemeral bool) bool {
 }
 
 func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
 	for i := range pod.Status.ContainerStatuses {
 		if pod.Status.ContainerStatuses[i].Name == runnerpod.ContainerName {
 			return &pod.Status.ContainerStatuses[i]

@@ -33,7 +33,7 @@ func TestSweeperRBACIsEnough(t *testing.T) {
 		t.Fatal("the sweeper's group can list pods outside its namespace")
 	}
 	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
-	e.rec, err = reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{})
+	e.rec, err = reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
 	if err != nil {
 		t.Fatal(err)
 	}

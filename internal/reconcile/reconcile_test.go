@@ -143,8 +143,9 @@ func TestSaturatedBacklogIsNotHeld(t *testing.T) {
 	}
 }
 
-// TestRemovalOutcomes: 404 (already gone) and 403 (no permission, idle) complete
-// the stop; a rate limit makes it wait for the reset.
+// TestRemovalOutcomes: 404 (already gone) completes the stop; a rate limit makes
+// it wait for the reset; 403 (no permission) waits while GitHub lists the runner
+// (TestForbiddenNeverCompletesAStop).
 func TestRemovalOutcomes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
@@ -171,11 +172,17 @@ func TestRemovalOutcomes(t *testing.T) {
 		t.Fatalf("rate-limited: %v, want both kept", got)
 	}
 	e.clock.Step(61 * time.Minute)
-	// 403 on removal of an idle runner: logged and treated as done.
-	e.sim.InjectStatus(403, 1)
+	gh := &forbiddenGitHub{GitHub: e.gh}
+	gh.forbid.Store(true)
+	e.useGitHub(gh)
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); len(got) != 2 {
+		t.Fatalf("after the reset with a 403: %v, want both kept while GitHub lists them", got)
+	}
+	gh.forbid.Store(false)
 	e.mustSweep(1, time.Time{})
 	if got := e.statefulSets(); len(got) != 1 || got[0] != names[0] {
-		t.Fatalf("after the reset with a 403: %v, want the oldest %s kept", got, names[0])
+		t.Fatalf("once removal is allowed: %v, want the oldest %s kept", got, names[0])
 	}
 }
 

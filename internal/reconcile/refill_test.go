@@ -5,13 +5,16 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestStillRunning: the refill fast path's look at runners whose job completed.
-// A runner counts as still running until its container has exited; a pod being
-// deleted, a name that is no pod of the pool, or a gone pod is nothing to wait
-// for. The look writes nothing and asks GitHub nothing.
+// A runner counts as still running until its container has exited, its pod
+// being deleted or not (a stopping runner is unregistered once it exited); a
+// name that is no pod of the pool, or a gone pod, is nothing to wait for.
+// Stopping tells whether a named runner is being stopped. The looks write
+// nothing and ask GitHub nothing.
 func TestStillRunning(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
@@ -45,11 +48,29 @@ func TestStillRunning(t *testing.T) {
 	if got := look(a + "-0"); len(got) != 0 {
 		t.Fatalf("runner %s exited: %v, want nothing to wait for", a, got)
 	}
+	if stopping, err := e.rec.Stopping(t.Context(), e.pool, []string{a + "-0", b + "-0"}); err != nil || stopping {
+		t.Fatalf("Stopping before any stop: %v, %v; want false", stopping, err)
+	}
 	if err := e.kube.CoreV1().Pods(e.ns).Delete(t.Context(), b+"-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if stopping, err := e.rec.Stopping(t.Context(), e.pool, []string{b + "-0"}); err != nil || !stopping {
+		t.Fatalf("Stopping of a runner being deleted: %v, %v; want true", stopping, err)
+	}
+	if got := look(a+"-0", b+"-0"); !slices.Equal(got, []string{b + "-0"}) {
+		t.Fatalf("an exited runner and a running one being deleted: %v, want the one being deleted", got)
+	}
+	deleting, err := e.kube.CoreV1().Pods(e.ns).Get(t.Context(), b+"-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleting.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 143, FinishedAt: metav1.NewTime(e.clock.Now())}}}}
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), deleting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if got := look(a+"-0", b+"-0"); len(got) != 0 {
-		t.Fatalf("an exited runner and one being deleted: %v, want nothing to wait for", got)
+		t.Fatalf("an exited runner and an exited one being deleted: %v, want nothing to wait for", got)
 	}
 	if got := look(); got != nil {
 		t.Fatalf("no runners named: %v", got)

@@ -140,11 +140,11 @@ func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	mine, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-a"})
+	mine, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-a", JobLinks: e.links})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-b"})
+	other, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-b", JobLinks: e.links})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
 	}
 	e.mustSweep(1, time.Time{})
 	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
-	rec, err := reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{})
+	rec, err := reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,10 @@ type Config struct {
 	Lease time.Duration
 	// Parallelism bounds pools swept at once (SWEEP_PARALLELISM, default 4).
 	Parallelism int
+	// IdleConfirmation: a runner that may have taken a job is removed only after
+	// GitHub listed it idle on two reads at least this far apart
+	// (IDLE_CONFIRMATION_SECONDS, default 90; reconcile.DefaultIdleConfirmation).
+	IdleConfirmation time.Duration
 
 	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
 	Kubeconfig string
@@ -80,6 +84,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("LEASE_SECONDS %q must be a whole number of seconds between 5 and 600", v))
 		}
 		c.Lease = time.Duration(n) * time.Second
+	}
+	if v := getenv("IDLE_CONFIRMATION_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 3600 {
+			errs = append(errs, fmt.Errorf("IDLE_CONFIRMATION_SECONDS %q must be a whole number of seconds between 1 and 3600", v))
+		}
+		c.IdleConfirmation = time.Duration(n) * time.Second
 	}
 	if v := getenv("SWEEP_PARALLELISM"); v != "" {
 		n, err := strconv.Atoi(v)

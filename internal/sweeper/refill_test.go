@@ -172,12 +172,23 @@ func TestRefillWithoutWaitingJobs(t *testing.T) {
 // another job.
 func TestStoppingRunnerIsSweptWithoutWaitingJobs(t *testing.T) {
 	t.Parallel()
+	const poll = 250 * time.Millisecond
 	x := newExitingRunner(1)
 	x.stopping = true
-	e := newRefillEnv(t, x, 10*time.Second, 250*time.Millisecond)
-	r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo", Finished: []string{"octo-bcdfg-0"}})
-	if err != nil || !contains(r.Swept, "octo") {
-		t.Fatalf("report %+v, %v; want octo swept", r, err)
+	e := newRefillEnv(t, x, 10*time.Second, poll)
+	type result struct {
+		r   sweeper.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo", Finished: []string{"octo-bcdfg-0"}})
+		done <- result{r, err}
+	}()
+	e.pollFor(t, x, 1, poll)
+	res := <-done
+	if res.err != nil || !contains(res.r.Swept, "octo") {
+		t.Fatalf("report %+v, %v; want octo swept", res.r, res.err)
 	}
 	if looks, sweeps := x.report(); looks != 2 || len(sweeps) != 1 || !sweeps[0] {
 		t.Fatalf("%d looks, sweeps %v: want the sweep after the stopping runner exited", looks, sweeps)

@@ -7,14 +7,15 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
 )
 
-// TestCompletedOnAPoolRunnerNudgesARefill: a job completed on one of an
-// ephemeral pool's runners nudges the sweeper for that pool, naming the runner,
-// so that the slot it frees is refilled at once; a duplicate delivery does not
-// nudge again. A job completed elsewhere (a hosted runner, another pool's runner,
-// a name of another shape), an in_progress delivery, or a persistent pool's job
-// frees no slot to refill and nudges nobody.
+// TestCompletedOnAPoolRunnerNudgesARefill: a job completed on one of our
+// runners nudges the sweeper for that runner's pool, naming the runner — whatever
+// pool the job was routed to, ephemeral or persistent — so that the slot it frees
+// is refilled at once and a runner being stopped is unregistered at once; a
+// duplicate delivery does not nudge again. A job completed elsewhere (a hosted
+// runner, a name of another shape) and an in_progress delivery nudge nobody.
 func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 	t.Parallel()
 	completed := string(fixture(t, "workflow_job/completed.success.with-organization.payload.json"))
@@ -40,10 +41,12 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		{"duplicate delivery", false, [][]byte{on(completed, "octo-bcdfg-0"), on(completed, "octo-bcdfg-0")},
 			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
 		{"hosted runner", false, [][]byte{[]byte(completed)}, nil},
-		{"another pool's runner", false, [][]byte{on(completed, "elastic-bcdfg-0")}, nil},
+		{"another pool's runner", false, [][]byte{on(completed, "elastic-bcdfg-0")},
+			[]nudge.Event{{Pool: "elastic", Finished: []string{"elastic-bcdfg-0"}}}},
 		{"not a runner pod's name", false, [][]byte{on(completed, "octo-bcdfg"), on(completed, "octo-bcdfgh-0")}, nil},
 		{"in_progress", false, [][]byte{on(inProgress, "octo-bcdfg-0")}, nil},
-		{"persistent pool", true, [][]byte{on(completed, "octo-bcdfg-0")}, nil},
+		{"persistent pool", true, [][]byte{on(completed, "octo-bcdfg-0")},
+			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -62,5 +65,53 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 				t.Fatalf("nudges %+v, want %+v", e.nudger.events, tc.want)
 			}
 		})
+	}
+}
+
+// TestDeliveriesLinkTheRunnerToItsJob: in_progress and completed deliveries that
+// name one of our runners record the job↔runner link under the runner, whatever
+// pool the job was routed to (none, here: the sweeper vetoes removing a runner
+// that holds any job); the link only moves forward; a hosted runner gets none.
+func TestDeliveriesLinkTheRunnerToItsJob(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	inProgress := string(fixture(t, "workflow_job/in_progress.payload.json"))
+	completed := string(fixture(t, "workflow_job/completed.success.with-organization.payload.json"))
+	on := func(payload, runner string) []byte {
+		return []byte(strings.Replace(payload, `"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
+	}
+	unrouted := func(b []byte) []byte {
+		return []byte(strings.Replace(string(b), `"ubuntu-latest"`, `"windows-2022"`, 1))
+	}
+	deliver := func(body []byte) {
+		t.Helper()
+		if resp := e.invoke(t, httpAPI(headersFor("workflow_job", body), body, false)); resp.StatusCode >= 300 {
+			t.Fatalf("status %d %q", resp.StatusCode, resp.Body)
+		}
+	}
+	states := func(runner string) []reservation.State {
+		t.Helper()
+		jobs, err := e.store.RunnerJobs(t.Context(), runner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []reservation.State
+		for _, j := range jobs {
+			out = append(out, j.State)
+		}
+		return out
+	}
+	deliver(unrouted(on(inProgress, "elastic-bcdfg-0")))
+	if got := states("elastic-bcdfg-0"); !slices.Equal(got, []reservation.State{reservation.InProgress}) {
+		t.Fatalf("links %v after in_progress, want one in_progress", got)
+	}
+	deliver(unrouted(on(completed, "elastic-bcdfg-0")))
+	deliver(unrouted(on(inProgress, "elastic-bcdfg-0"))) // late redelivery: changes nothing
+	if got := states("elastic-bcdfg-0"); !slices.Equal(got, []reservation.State{reservation.Completed}) {
+		t.Fatalf("links %v after completed and a late in_progress, want one completed", got)
+	}
+	deliver([]byte(inProgress))
+	if got := states("GitHub Actions 5"); len(got) != 0 {
+		t.Fatalf("a hosted runner got links %v", got)
 	}
 }

@@ -96,6 +96,9 @@ type Options struct {
 	SweeperKube kubernetes.Interface
 	// RegistrationTimeout is the reconciler's (default: its own, 10 minutes).
 	RegistrationTimeout time.Duration
+	// IdleConfirmation is the reconciler's (default: its own, 90 s); keep it over
+	// the simulator's busy-flag lag when that lies.
+	IdleConfirmation time.Duration
 	// SessionTimeout: a runner whose agent has not polled the simulator for this
 	// long goes offline (default 15s).
 	SessionTimeout time.Duration
@@ -373,8 +376,9 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	if kube == nil {
 		kube = l.opts.Kube
 	}
+	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
-		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf})
+		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, IdleConfirmation: l.opts.IdleConfirmation})
 	if err != nil {
 		return err
 	}
@@ -383,7 +387,6 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
 	}
-	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	l.sweeper.Store(sweeper.New(cfg, store, l.status,
 		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts))
 	l.pools.Store(cfg)
