@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -32,6 +33,13 @@ func ScaledBusyLie(sweepEvery time.Duration, seed uint64) *githubsim.BusyLie {
 	}
 	return &githubsim.BusyLie{MinLag: scale(gitHubMinLag), MaxLag: scale(gitHubMaxLag),
 		FlickerEvery: scale(gitHubFlickerEvery), FlickerFor: scale(gitHubFlickerFor), Seed: seed}
+}
+
+// ScaledIdleConfirmation is the reconciler's default idle confirmation
+// (reconcile.DefaultIdleConfirmation, 90 s: longer than GitHub's 60 s lag) in
+// the loop's time, scaled as ScaledBusyLie (sweepEvery 1 s: 1.5 s).
+func ScaledIdleConfirmation(sweepEvery time.Duration) time.Duration {
+	return time.Duration(float64(reconcile.DefaultIdleConfirmation) * float64(sweepEvery) / float64(time.Minute))
 }
 
 // busySignalField reports whether an EMF field is one of the sweeper's counts

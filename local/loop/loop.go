@@ -96,8 +96,8 @@ type Options struct {
 	SweeperKube kubernetes.Interface
 	// RegistrationTimeout is the reconciler's (default: its own, 10 minutes).
 	RegistrationTimeout time.Duration
-	// IdleConfirmation is the reconciler's (default: its own, 90 s); keep it over
-	// the simulator's busy-flag lag when that lies.
+	// IdleConfirmation is the reconciler's (default: ScaledIdleConfirmation of
+	// SweepEvery); keep it over the simulator's busy-flag lag when that lies.
 	IdleConfirmation time.Duration
 	// SessionTimeout: a runner whose agent has not polled the simulator for this
 	// long goes offline (default 15s).
@@ -177,6 +177,9 @@ type Loop struct {
 func Start(ctx context.Context, opts Options) (*Loop, error) {
 	if opts.SweepEvery <= 0 {
 		opts.SweepEvery = 2 * time.Second
+	}
+	if opts.IdleConfirmation <= 0 {
+		opts.IdleConfirmation = ScaledIdleConfirmation(opts.SweepEvery)
 	}
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
