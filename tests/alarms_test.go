@@ -36,6 +36,15 @@ func TestAlarms(t *testing.T) {
 		fmt.Sprint(*queued.Threshold) != fmt.Sprint(def) || queued.ComparisonOperator != "GreaterThanThreshold" {
 		t.Errorf("OldestQueuedAgeAlarm threshold %v %s, want > the QueuedAgeAlarmSeconds parameter (%v)", queued.Threshold, queued.ComparisonOperator, def)
 	}
+	forbidden, err := tmpl.GetCloudWatchAlarmWithName("RemovalsForbiddenAlarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf(`SELECT SUM(RemovalsForbidden) FROM SCHEMA("%s", Pool)`, emf.Namespace)
+	if len(forbidden.Metrics) != 1 || forbidden.Metrics[0].Expression == nil || *forbidden.Metrics[0].Expression != want ||
+		forbidden.Threshold == nil || *forbidden.Threshold != 0 || forbidden.ComparisonOperator != "GreaterThanThreshold" {
+		t.Errorf("RemovalsForbiddenAlarm %+v, want %s > 0", forbidden.Metrics, want)
+	}
 	for name, w := range map[string]struct{ namespace, metric, dimension, value string }{
 		"SweeperErrorsAlarm": {"AWS/Lambda", "Errors", "FunctionName", "REF:SweeperFunction"},
 		"Webhook5xxAlarm":    {"AWS/ApiGateway", "5xx", "ApiId", "REF:WebhookApi"},

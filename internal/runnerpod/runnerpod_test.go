@@ -35,6 +35,8 @@ func TestValidateNamesPoolAndField(t *testing.T) {
 		"no image":          {`{containers: [{name: runner, image: r}, {name: side}]}`, "spec.containers[1].image: required"},
 		"claim is a volume": {`{containers: [{name: runner, image: r, volumeMounts: [{name: work, mountPath: /w}]}]}`, ""},
 		"docker sidecar":    {`{containers: [{name: runner, image: r}]}`, ""},
+		"runner readiness probe": {`{containers: [{name: runner, image: r, readinessProbe: {exec: {command: ["true"]}}}]}`,
+			"kubernetes.template: the runner container's readinessProbe"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
