@@ -127,8 +127,9 @@ func TestChaos(t *testing.T) {
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
 	t.Logf("GitHub's busy flag (seed %d): REST said idle %d times while the runner ran a job; %d jobs lost because the product removed "+
-		"their runner's registration while they ran; the sweeper's busy signals over the run: %s",
-		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), busySignals(w.loop.BusySignalMetrics()))
+		"their runner's registration while they ran; the sweeper's busy signals over the run: %s; %s",
+		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), busySignals(w.loop.BusySignalMetrics()),
+		checkWindows(w.loop.RemovalCheckWindows()))
 	w.noViolations()
 	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
 		t.Fatalf("faults %+v: the run injected no loss or duplication, so it proves nothing", f)
@@ -146,6 +147,17 @@ func TestChaos(t *testing.T) {
 
 // busySignals prints the sweeper's busy-signal sums, names sorted ("none
 // written" when the sweeper wrote none).
+// checkWindows describes the times from the sweeper's last busy-signal read to
+// its RemoveRunner calls (ms, sorted).
+func checkWindows(ms []float64) string {
+	if len(ms) == 0 {
+		return "no RemoveRunner after a busy-signal read"
+	}
+	at := func(p int) float64 { return ms[min(len(ms)-1, len(ms)*p/100)] }
+	return fmt.Sprintf("last busy-signal read → RemoveRunner over %d calls: p50 %.1f ms, p95 %.1f ms, max %.1f ms",
+		len(ms), at(50), at(95), ms[len(ms)-1])
+}
+
 func busySignals(sums map[string]float64) string {
 	if len(sums) == 0 {
 		return "none written"

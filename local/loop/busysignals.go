@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -57,6 +58,9 @@ type metricSums struct {
 	partial []byte
 	sums    map[string]float64
 	bad     int // lines that were not JSON objects
+	// windows: every RemovalCheckWindow value (ms): from the last busy signal
+	// read to the RemoveRunner call.
+	windows []float64
 }
 
 func newMetricSums() *metricSums { return &metricSums{sums: map[string]float64{}} }
@@ -90,6 +94,13 @@ func (m *metricSums) add(line []byte) {
 			m.sums[k] += n
 		}
 	}
+	if vs, ok := rec["RemovalCheckWindow"].([]any); ok {
+		for _, v := range vs {
+			if n, ok := v.(float64); ok {
+				m.windows = append(m.windows, n)
+			}
+		}
+	}
 }
 
 func (m *metricSums) snapshot() map[string]float64 {
@@ -103,3 +114,13 @@ func (m *metricSums) snapshot() map[string]float64 {
 // removals each signal vetoed) and BusySignalDisagreements. A field the
 // sweeper never wrote is absent.
 func (l *Loop) BusySignalMetrics() map[string]float64 { return l.metrics.snapshot() }
+
+// RemovalCheckWindows returns, over the run so far, every time (in ms) from the
+// sweeper's last read of a busy signal to its RemoveRunner call, sorted.
+func (l *Loop) RemovalCheckWindows() []float64 {
+	l.metrics.mu.Lock()
+	defer l.metrics.mu.Unlock()
+	out := slices.Clone(l.metrics.windows)
+	slices.Sort(out)
+	return out
+}
