@@ -13,8 +13,9 @@ import (
 // Whether a runner holds a job is decided from independent signals, because
 // GitHub's REST view lies: it can list a runner that holds a job as idle for the
 // first minute after the job was assigned and at moments during it, and then
-// answers RemoveRunner with 204 — the job is lost. A runner whose container is
-// running is asked to be removed only when every signal says idle:
+// answers RemoveRunner with 204 — the job is lost. A runner that may hold a job
+// (mayHoldJob: anything but one whose process has ended for good) is asked to be
+// removed only when every signal says idle:
 //
 //   - GitHub's REST view: the runner list's busy flag, then RemoveRunner (422: busy);
 //   - the pod's own report: the runner container is ready exactly while a job
@@ -24,18 +25,19 @@ import (
 //     a job with no `completed` yet, whatever pool the job was routed to
 //     (reservation.RunnerJobs, a strongly consistent read right before
 //     RemoveRunner);
-//   - an idle confirmation: GitHub listed the runner idle on two reads at least
-//     Options.IdleConfirmation apart, unless the link and the pod's report both
-//     show that the runner never took a job.
+//   - an idle confirmation: GitHub listed the runner idle (and online) on two
+//     reads at least Options.IdleConfirmation apart, unless the link and the
+//     pod's report both show that the runner never took a job; a runner GitHub
+//     lists offline has no session, so GitHub hands it no job, and needs none.
 //
 // When signals disagree, busy wins: any one of them vetoes the removal, and a veto
 // against GitHub's idle answer is logged with both sides and counted
 // (BusySignalDisagreements). Two bounds keep a veto from holding a runner
 // forever: a link whose `completed` never came stops counting
 // reservation.DefaultLinkLifetime after its `in_progress` (GitHub cancels a job
-// at its timeout, 6 h by default); and a runner whose container is not running
+// at its timeout, 6 h by default); and a runner whose process has ended for good
 // holds no job, so only GitHub's answer counts for it (an ephemeral runner that
-// finished, a persistent one whose entrypoint stopped it).
+// finished, a deleted pod whose entrypoint stopped it after its job).
 
 // Veto signals, as named in the metrics (RemovalsVetoedBy<signal>).
 const (
@@ -60,6 +62,33 @@ type JobLinks interface {
 	RunnerJobs(ctx context.Context, runner string) ([]reservation.RunnerJob, error)
 }
 
+// mayHoldJob: the runner in pod may be running a job, or start one before the
+// DELETE — anything but a runner whose process never started or has ended for
+// good: no pod, or one never bound to a node; an
+// ephemeral runner that finished (a restarted container exits at once, see
+// finished); a pod being deleted whose runner container has terminated (the
+// kubelet restarts no container of a pod being deleted). A container the pod's
+// status shows waiting or not yet started may be running already: the kubelet
+// reports a start a moment after it, and a runner registers and takes a job
+// within a second.
+func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
+	switch {
+	case !everRan(pod): // no pod, or one never bound to a node
+		return false
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		return false
+	case ephemeral && finished(pod, true):
+		return false
+	}
+	cs := runnerStatus(pod)
+	return pod.DeletionTimestamp == nil || cs == nil || cs.State.Terminated == nil
+}
+
+// reportSettle is how long a runner container must have been running before its
+// silence counts as "never took a job": the job probe looks every second, and
+// the kubelet reports its answer a moment later.
+const reportSettle = 3 * time.Second
+
 // reportsJob: the pod's own report says its runner runs a job (the runner
 // container is running and ready).
 func reportsJob(pod *corev1.Pod) bool {
@@ -67,19 +96,21 @@ func reportsJob(pod *corev1.Pod) bool {
 	return cs != nil && cs.State.Running != nil && cs.Ready
 }
 
-// runnerRunning: the runner container of pod is running, so its runner may hold a job.
+// runnerRunning: the runner container of pod is running (as its status says).
 func runnerRunning(pod *corev1.Pod) bool {
 	cs := runnerStatus(pod)
 	return cs != nil && cs.State.Running != nil
 }
 
 // neverReportedJob: the pod's report has never said "job" since the runner
-// container first started: it has not restarted, is not ready, and the pod's
-// Ready condition has not changed since before the container started (it turns
-// true while a job runs and back after it).
-func neverReportedJob(pod *corev1.Pod) bool {
+// container first started, at least reportSettle before now: it has not
+// restarted, is not ready, and the pod's Ready condition has not changed since
+// before the container started (it turns true while a job runs and back after
+// it).
+func neverReportedJob(pod *corev1.Pod, now time.Time) bool {
 	cs := runnerStatus(pod)
-	if cs == nil || cs.State.Running == nil || cs.Ready || cs.RestartCount > 0 {
+	if cs == nil || cs.State.Running == nil || cs.Ready || cs.RestartCount > 0 ||
+		now.Sub(cs.State.Running.StartedAt.Time) < reportSettle {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {
@@ -101,11 +132,14 @@ func unfinishedJob(jobs []reservation.RunnerJob, now time.Time) (reservation.Run
 	return reservation.RunnerJob{}, false
 }
 
-// ensureIdle decides, for a runner whose container is running, whether it may be
-// asked to be removed now: nil when every signal says idle, errWait (after
+// ensureIdle decides whether the runner may be asked to be removed now: for a
+// runner that cannot hold a job (mayHoldJob), nil; otherwise nil when every signal says idle, errWait (after
 // recording why) when one says busy or the idle confirmation is not complete.
 // The pod's report and the link are read last, right before the caller's DELETE.
 func (s *stopper) ensureIdle(ctx context.Context) error {
+	if !mayHoldJob(s.rn.pod, s.p.IsEphemeral()) {
+		return nil
+	}
 	if reportsJob(s.rn.pod) {
 		gr, found, _ := s.gh.cached(s.id)
 		return s.veto(ctx, signalPodReport, found && !gr.Busy, "the runner container reports a job")
@@ -121,9 +155,12 @@ func (s *stopper) ensureIdle(ctx context.Context) error {
 	if gr.Busy {
 		return s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy")
 	}
-	if err := s.confirmIdle(ctx); err != nil {
-		return err
+	if gr.Status == "online" {
+		if err := s.confirmIdle(ctx); err != nil {
+			return err
+		}
 	}
+	// Offline: no session, so GitHub hands it no job; it needs no idle confirmation.
 	return s.checkNow(ctx)
 }
 
@@ -141,7 +178,7 @@ func (s *stopper) confirmIdle(ctx context.Context) error {
 			s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
 			return errWait
 		}
-		if len(jobs) == 0 && neverReportedJob(s.rn.pod) {
+		if len(jobs) == 0 && neverReportedJob(s.rn.pod, s.now) {
 			return nil
 		}
 		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, stamp(s.now)); err != nil {
@@ -168,9 +205,6 @@ func (s *stopper) checkNow(ctx context.Context) error {
 		s.rn.pod = pod
 		if reportsJob(pod) {
 			return s.veto(ctx, signalPodReport, true, "the runner container reports a job")
-		}
-		if !runnerRunning(pod) {
-			return nil
 		}
 	}
 	jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))

@@ -303,9 +303,48 @@ func TestNeverUsedRunnerGoesAtOnce(t *testing.T) {
 	name := e.statefulSets()[0]
 	e.start(name)
 	e.mustSweep(1, time.Time{})
-	e.clock.Step(time.Second)
+	e.clock.Step(3 * time.Second) // its job probe has had time to report a job
 	e.mustSweep(0, time.Time{})
 	if got := e.statefulSets(); len(got) != 0 {
 		t.Fatalf("an unused runner: %v, want it removed at once", got)
+	}
+}
+
+// TestStartingRunnerIsNotTakenForIdle: a runner marked for scale-down while its
+// pod's status still shows the container being created (the kubelet reports a
+// start a moment after it) may already have registered and taken a job: GitHub
+// lists it idle (the lag after assignment), no report, no link yet. It is not
+// removed on the first idle read; nor is a runner whose container started less
+// than the report's settling time ago.
+func TestStartingRunnerIsNotTakenForIdle(t *testing.T) {
+	t.Parallel()
+	for _, started := range []bool{false, true} {
+		t.Run(fmt.Sprintf("status shows it running: %v", started), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, true)
+			e.mustSweep(1, time.Time{})
+			name := e.statefulSets()[0]
+			if started { // a moment ago: its job probe may not have reported yet
+				e.run(name)
+				e.setRunnerStatus(name, corev1.ContainerStatus{State: corev1.ContainerState{
+					Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(e.clock.Now())}}})
+			} else {
+				e.setRunnerStatus(name, corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+			}
+			id := e.register(name).ID
+			if err := e.sim.SetBusy(id, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.sim.SetRESTBusy(id, false); err != nil {
+				t.Fatal(err)
+			}
+			e.mustSweep(0, time.Time{})
+			if got := e.statefulSets(); !slices.Equal(got, []string{name}) {
+				t.Fatalf("statefulsets %v, want %s kept", got, name)
+			}
+			if _, ok := e.sim.Runner(id); !ok || len(e.sim.LostJobs()) != 0 {
+				t.Fatalf("the runner was removed on GitHub under its job (lost %v)", e.sim.LostJobs())
+			}
+		})
 	}
 }

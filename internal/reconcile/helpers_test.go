@@ -244,12 +244,12 @@ func (e *env) start(name string) githubsim.Runner {
 }
 
 // run plays the kubelet: the pod becomes Running, its runner container running
-// and not ready (its job probe: no job yet), the pod's Ready condition false
-// since the container started.
+// (since a minute ago: long enough for its job probe to have reported a job) and
+// not ready (no job), the pod's Ready condition false since the container started.
 func (e *env) run(name string) {
 	e.t.Helper()
 	pod := e.pods()[name]
-	now := metav1.NewTime(e.clock.Now())
+	now := metav1.NewTime(e.clock.Now().Add(-time.Minute))
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &now,
 		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}

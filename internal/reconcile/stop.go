@@ -152,7 +152,7 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 }
 
 // unregister asks GitHub to remove the runner once every busy signal says idle
-// (busy.go); for a runner whose container is not running only GitHub's answer
+// (busy.go); for a runner whose process has ended for good only GitHub's answer
 // counts.
 func (s *stopper) unregister(ctx context.Context) (step, error) {
 	if s.backingOff() {
@@ -161,10 +161,8 @@ func (s *stopper) unregister(ctx context.Context) (step, error) {
 	if gr, found, _ := s.gh.cached(s.id); found && gr.Busy {
 		return 0, s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy") // no DELETE
 	}
-	if runnerRunning(s.rn.pod) {
-		if err := s.ensureIdle(ctx); err != nil {
-			return 0, err
-		}
+	if err := s.ensureIdle(ctx); err != nil {
+		return 0, err
 	}
 	err := s.gh.remove(ctx, s.p.Scope(), s.id)
 	if !s.checked.IsZero() {
