@@ -35,7 +35,9 @@ import (
 //   - no job is lost because the product removed its runner's registration
 //     while it ran (which GitHub allows while its REST busy flag lies, see
 //     githubsim.BusyLie): such a job (githubsim.Job.LostRunner) is a violation
-//     that no injected fault excuses, since only the product removes runners;
+//     that no injected fault excuses, since only the product removes runners —
+//     unless its runner container was seen stopping under the job before the
+//     removal: then the job died with its runner, and is judged as above;
 //   - an ephemeral runner runs at most one job, however often its container restarts;
 //   - no job stays queued longer than the wait bound while its pool has fewer
 //     runners than it has jobs and room for more (unless a fault hit the pool);
@@ -56,6 +58,9 @@ type Monitor struct {
 	restartsAfter int                  // runner containers restarted after exiting 0
 	stops         map[string]int       // runner container stops seen, by exit code and reason
 	lastStop      map[string]time.Time // runner pod name → when a runner container of it last stopped
+	// stopSeen: runner pod name → when the monitor last saw a runner container of
+	// it stop (on this machine's clock: never before the stop itself).
+	stopSeen map[string]time.Time
 	podTime       time.Duration        // lifetimes of the runner pods gone so far
 }
 
@@ -71,7 +76,7 @@ type podLife struct {
 func newMonitor(log *slog.Logger) *Monitor {
 	return &Monitor{log: log, reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
 		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}, stops: map[string]int{},
-		lastStop: map[string]time.Time{}}
+		lastStop: map[string]time.Time{}, stopSeen: map[string]time.Time{}}
 }
 
 // Violate records a violation.
@@ -159,6 +164,18 @@ func (m *Monitor) lostToRemoval(j githubsim.Job) {
 	m.reported[key] = true
 	m.removedRun++
 	m.record(fmt.Sprintf("job %d lost: runner %s's registration was removed while it ran the job (%s)", j.ID, j.RunnerName, j.FailureReason))
+}
+
+// diedUnder reports whether j's runner container was seen stopping while j ran,
+// before its registration was removed (j.EndedAt): the job was lost with its
+// runner's process, not by the removal, and is judged as any job whose runner
+// died (excused only by a fault on that pod). A stop seen after the removal — the
+// runner exiting because it was removed — does not count.
+func (m *Monitor) diedUnder(j githubsim.Job) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seen := m.stopSeen[j.RunnerName]
+	return seen.After(j.StartedAt) && seen.Before(j.EndedAt)
 }
 
 // JobsLostToRemoval counts the jobs lost because the product removed their
@@ -283,6 +300,7 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 				stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
 			}
 			m.stops[fmt.Sprintf("%d %s", t.ExitCode, t.Reason)]++
+			m.stopSeen[cur.Name] = time.Now()
 			// When it stopped, by the kubelet (to the second, so rounded up).
 			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) {
 				m.lastStop[cur.Name] = at
@@ -409,7 +427,7 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 		l.Monitor.mu.Unlock()
 		switch {
 		case judged:
-		case j.LostRunner:
+		case j.LostRunner && !l.Monitor.diedUnder(j):
 			l.Monitor.lostToRemoval(j)
 		case j.Conclusion != githubsim.JobSuccess:
 			l.Monitor.judge(j.RunnerName, fmt.Sprintf("job %d", j.ID), "job %d on runner %s ended %s", j.ID, j.RunnerName, j.Conclusion)

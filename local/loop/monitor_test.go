@@ -128,6 +128,57 @@ func TestLostJobIsAViolationEvenWithAFault(t *testing.T) {
 	}
 }
 
+// TestJobWhoseRunnerDiedFirstIsNotLostToRemoval: a job's runner container was
+// OOM-killed under it, and only then was its registration removed: the job was
+// lost with its runner's process, so it is judged as such (excused by the fault
+// on that pod), not counted against the product's removal. A container stop seen
+// after the removal (the runner exiting because it was removed) excuses nothing.
+func TestJobWhoseRunnerDiedFirstIsNotLostToRemoval(t *testing.T) {
+	t.Parallel()
+	sim, url, take := simWithRunner(t)
+	l := testLoop(t, sim)
+	remove := func(id int64) {
+		t.Helper()
+		if err := sim.SetRESTBusy(id, false); err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequestWithContext(t.Context(), "DELETE", url+"/orgs/acme/actions/runners/"+strconv.FormatInt(id, 10), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token pat")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 204 {
+			t.Fatalf("DELETE: %d, want 204", resp.StatusCode)
+		}
+	}
+	dead, deadJob := take("small-a")
+	l.Monitor.Fault("small-a", "OOM kill")
+	l.Monitor.mu.Lock()
+	l.Monitor.stopSeen["small-a"] = time.Now() // the container was seen stopping under its job
+	l.Monitor.mu.Unlock()
+	remove(dead.ID)
+	alive, aliveJob := take("small-b")
+	remove(alive.ID)
+	l.Monitor.mu.Lock()
+	l.Monitor.stopSeen["small-b"] = time.Now() // it exits because it was removed
+	l.Monitor.mu.Unlock()
+	l.judgeJobs(sim.Jobs())
+	if n := l.Monitor.JobsLostToRemoval(); n != 1 {
+		t.Fatalf("JobsLostToRemoval = %d, want 1 (job %d)", n, aliveJob.ID)
+	}
+	if v := l.Monitor.Violations(); len(v) != 1 || !strings.Contains(v[0], "job "+strconv.FormatInt(aliveJob.ID, 10)+" lost") {
+		t.Fatalf("violations %q, want job %d lost alone", v, aliveJob.ID)
+	}
+	if ex := l.Monitor.Excused(); len(ex) != 1 || !strings.Contains(ex[0], "job "+strconv.FormatInt(deadJob.ID, 10)+" on runner small-a ended failure") {
+		t.Fatalf("excused %q, want job %d, whose runner died first", ex, deadJob.ID)
+	}
+}
+
 // TestBusySignalMetricsSumsTheSweepersRecords: the loop's EMF sink sums every
 // RemovalsVetoedBy... field and BusySignalDisagreements over the records, lines
 // split across writes included, and ignores the other fields.
