@@ -2,9 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -80,8 +83,38 @@ func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 	case ephemeral && finished(pod, true):
 		return false
 	}
-	cs := runnerStatus(pod)
-	return pod.DeletionTimestamp == nil || cs == nil || cs.State.Terminated == nil
+	return pod.DeletionTimestamp == nil || runnerRunning(pod)
+}
+
+// drain stops a runner that every signal says is idle before GitHub is asked to
+// remove it, so that a job GitHub hands it in the meantime is not lost: its pod
+// is deleted (the finalizer keeps the object), and the entrypoint, on SIGTERM,
+// stops the listener at once — or, if a job did start, lets it finish within
+// the grace period and then stops the listener before it can take another
+// (runner/entrypoint.sh). RemoveRunner comes once the runner container has
+// ended. errWait until then; nil for a pod being deleted whose runner GitHub
+// lists offline or not at all (its listener is gone: a dead node, or a status
+// not updated yet).
+func (s *stopper) drain(ctx context.Context) error {
+	pod := s.rn.pod
+	if pod.DeletionTimestamp != nil {
+		if s.offline {
+			return nil
+		}
+		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
+		return errWait
+	}
+	uid := pod.UID
+	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the pod of idle runner %s to stop it: %w", s.rn.name(), err)
+	}
+	if !s.checked.IsZero() {
+		s.sw.windows = append(s.sw.windows, s.r.clock.Since(s.checked))
+		s.checked = time.Time{}
+	}
+	s.log.Info("runner idle by every signal: its pod deleted so that its entrypoint stops the listener before GitHub is asked to remove it")
+	return errWait
 }
 
 // reportSettle is how long a runner container must have been running before its
@@ -149,6 +182,7 @@ func (s *stopper) ensureIdle(ctx context.Context) error {
 		s.log.Warn("cannot list runners to confirm the runner is idle; retrying next sweep", "id", s.id, "error", err)
 		return errWait
 	}
+	s.offline = !found || gr.Status != "online"
 	if !found {
 		return nil // GitHub does not list it: RemoveRunner answers 404
 	}

@@ -260,9 +260,10 @@ func (f *forbiddenGitHub) RemoveRunner(ctx context.Context, s scope.Scope, id in
 
 // TestForbiddenNeverCompletesAStop: the App may not remove runners (403). The
 // runner runs a job that every signal misses (GitHub lists it idle, no report,
-// no link): the stop does not complete while GitHub lists the runner, the pool
-// status says which permission to grant, and the runner keeps its slot. Once
-// GitHub no longer lists it, the stop completes.
+// no link): its pod is deleted to stop it, the entrypoint lets the job finish,
+// and then RemoveRunner answers 403. The stop does not complete while GitHub
+// lists the runner, the pool status says which permission to grant, and the
+// runner keeps its slot. Once GitHub no longer lists it, the stop completes.
 func TestForbiddenNeverCompletesAStop(t *testing.T) {
 	t.Parallel()
 	w := newBusyWorld(t)
@@ -271,6 +272,11 @@ func TestForbiddenNeverCompletesAStop(t *testing.T) {
 	w.useGitHub(gh)
 	w.scaleDownAndConfirmIdle()
 	w.takeJob()
+	w.mustSweep(0, time.Time{}) // its pod deleted to stop it: the entrypoint waits for the job
+	w.kept("the job runs")
+	if err := w.sim.FinishJob(w.id); err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
 		w.mustSweep(0, time.Time{})
 		if got := w.statefulSets(); !slices.Equal(got, []string{w.name}) {
@@ -280,9 +286,6 @@ func TestForbiddenNeverCompletesAStop(t *testing.T) {
 			t.Fatalf("stuck %q, want the 403 and the permission to grant", reason)
 		}
 		w.clock.Step(time.Minute)
-	}
-	if err := w.sim.FinishJob(w.id); err != nil {
-		t.Fatal(err)
 	}
 	if err := w.gh.RemoveRunner(t.Context(), w.pool.Scope(), w.id); err != nil { // an admin removes it
 		t.Fatal(err)

@@ -61,6 +61,9 @@ type env struct {
 	reads  atomic.Int32
 	// links plays the job↔runner link the webhook records.
 	links *jobLinks
+	// raw is a client of the API server that counts and fails nothing (the
+	// test playing the kubelet).
+	raw kubernetes.Interface
 }
 
 // jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs).
@@ -126,6 +129,9 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 		t.Fatal(err)
 	}
 	e.kube = kube
+	if e.raw, err = kubernetes.NewForConfig(testenv.RESTConfig(t)); err != nil {
+		t.Fatal(err)
+	}
 	simOpts := githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
 		RegistrationTokenLifetime: 48 * time.Hour}
 	for _, o := range opts {
@@ -183,11 +189,53 @@ func (e *env) sweep(desired int, effective time.Time) error {
 	return e.rec.Reconcile(e.t.Context(), e.pool, d, &e.status)
 }
 
+// mustSweep sweeps; when the sweep deleted the pod of an idle runner to stop it,
+// it plays that runner's entrypoint and the kubelet (the container ends at once,
+// as runner/entrypoint.sh ends an idle runner on SIGTERM) and sweeps once more,
+// as the next scheduled sweep would.
 func (e *env) mustSweep(desired int, effective time.Time) {
 	e.t.Helper()
 	if err := e.sweep(desired, effective); err != nil {
 		e.t.Fatalf("sweep: %v", err)
 	}
+	if e.endStoppedRunners() {
+		if err := e.sweep(desired, effective); err != nil {
+			e.t.Fatalf("sweep: %v", err)
+		}
+	}
+}
+
+// endStoppedRunners plays the entrypoint and the kubelet for pods being deleted
+// whose runner container runs and whose runner runs no job (by the simulator's
+// truth): the container ends (143, SIGTERM). It reports whether it ended any.
+func (e *env) endStoppedRunners() bool {
+	e.t.Helper()
+	list, err := e.raw.CoreV1().Pods(e.ns).List(e.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	busy := map[string]bool{}
+	for _, r := range e.sim.Runners() {
+		busy[r.Name] = busy[r.Name] || r.Busy
+	}
+	ended := false
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if pod.DeletionTimestamp == nil || busy[pod.Name] || !slices.Contains(pod.Finalizers, runnerpod.Finalizer) {
+			continue
+		}
+		ended = true // the next sweep unregisters it
+		if len(pod.Status.ContainerStatuses) == 0 || pod.Status.ContainerStatuses[0].State.Running == nil {
+			continue
+		}
+		pod.Status.ContainerStatuses[0].State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 143, Reason: "Error", FinishedAt: metav1.NewTime(e.clock.Now())}}
+		pod.Status.ContainerStatuses[0].Ready = false
+		if _, err := e.raw.CoreV1().Pods(e.ns).UpdateStatus(e.t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ended
 }
 
 func (e *env) statefulSets() []string {

@@ -409,6 +409,10 @@ func TestStopKilledAfterRemoveRunnerResumes(t *testing.T) {
 		}
 		return nil
 	})
+	if err := e.sweep(0, time.Time{}); err != nil { // its pod deleted to stop it
+		t.Fatal(err)
+	}
+	e.endStoppedRunners()
 	if err := e.sweep(0, time.Time{}); err == nil {
 		t.Fatal("the injected failure did not fail the sweep: the test proves nothing")
 	}

@@ -59,6 +59,11 @@ func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
 		if err := e.rec.Reconcile(ctx, p, scaling.Decision{Desired: 0}, &st); err != nil {
 			t.Fatalf("sweeping the removed pool: %v", err)
 		}
+		if e.endStoppedRunners() { // the idle runner's pod was deleted to stop it: the next sweep unregisters it
+			if err := e.rec.Reconcile(ctx, p, scaling.Decision{Desired: 0}, &st); err != nil {
+				t.Fatalf("sweeping the removed pool: %v", err)
+			}
+		}
 	}
 	e.clock.Step(time.Minute)
 	sweep()

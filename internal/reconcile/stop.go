@@ -66,9 +66,11 @@ type stopper struct {
 	now  time.Time
 	id   int64
 	next step
-	// checked is when the last busy signal was read before RemoveRunner (zero when
-	// the runner's container was not running and none was needed).
+	// checked is when the last busy signal was read before RemoveRunner or the
+	// drain (zero when none was needed).
 	checked time.Time
+	// offline: GitHub's list, read this tick, shows the runner offline or not at all.
+	offline bool
 }
 
 // gracefulStop ticks the runner's stop machine as far as it can go in this sweep.
@@ -152,8 +154,8 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 }
 
 // unregister asks GitHub to remove the runner once every busy signal says idle
-// (busy.go); for a runner whose process has ended for good only GitHub's answer
-// counts.
+// (busy.go) and the runner's process has ended (drain); for a runner whose
+// process has ended for good only GitHub's answer counts.
 func (s *stopper) unregister(ctx context.Context) (step, error) {
 	if s.backingOff() {
 		return 0, errWait
@@ -163,6 +165,11 @@ func (s *stopper) unregister(ctx context.Context) (step, error) {
 	}
 	if err := s.ensureIdle(ctx); err != nil {
 		return 0, err
+	}
+	if mayHoldJob(s.rn.pod, s.p.IsEphemeral()) {
+		if err := s.drain(ctx); err != nil {
+			return 0, err
+		}
 	}
 	err := s.gh.remove(ctx, s.p.Scope(), s.id)
 	if !s.checked.IsZero() {
