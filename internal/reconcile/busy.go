@@ -51,7 +51,8 @@ const (
 )
 
 // annotationIdleSince holds when GitHub first listed a runner being stopped as
-// idle in its current idle streak (the first of the two reads of the idle
+// idle in its current idle streak (RFC 3339 with fractions of a second: the
+// confirmation is not shortened by rounding) (the first of the two reads of the idle
 // confirmation); a busy listing removes it.
 const annotationIdleSince = "runnerscaler.dev/github-idle-since"
 
@@ -215,7 +216,7 @@ func (s *stopper) confirmIdle(ctx context.Context) error {
 		if len(jobs) == 0 && neverReportedJob(s.rn.pod, s.now) {
 			return nil
 		}
-		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, stamp(s.now)); err != nil {
+		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, s.now.UTC().Format(time.RFC3339Nano)); err != nil {
 			return err
 		}
 		since = s.now
@@ -276,7 +277,7 @@ func (s *stopper) veto(ctx context.Context, signal string, githubIdle bool, why 
 }
 
 func idleSince(pod *corev1.Pod) (time.Time, bool) {
-	t, err := time.Parse(time.RFC3339, podAnnotations(pod)[annotationIdleSince])
+	t, err := time.Parse(time.RFC3339Nano, podAnnotations(pod)[annotationIdleSince])
 	return t, err == nil
 }
 
