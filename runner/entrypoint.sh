@@ -16,6 +16,8 @@
 #   RUNNER_WORKDIR    work directory (default: _work)
 #   RUNNER_EPHEMERAL  true (default): take one job, then exit 0
 # Always:
+#   RUNNER_STOP_SETTLE_MS         an idle runner told to stop first looks this long for a job GitHub
+#                                 handed it at that moment, and lets such a job finish (default 1000)
 #   RUNNER_GRACEFUL_STOP_TIMEOUT  seconds a running job may take to finish after SIGTERM (default 15;
 #                                 keep it under the pod's terminationGracePeriodSeconds)
 #   DOCKER_ENABLED=true           wait for a docker daemon (sidecar via DOCKER_HOST) before starting
@@ -93,6 +95,7 @@ state_dir=${RUNNER_STATE_DIR:-}
 # The files actions/runner keeps in its home once configured (or given a JIT config).
 registration_files=(.runner .credentials .credentials_rsaparams)
 grace=${RUNNER_GRACEFUL_STOP_TIMEOUT:-15}
+settle_ms=${RUNNER_STOP_SETTLE_MS:-1000}
 # The runner starts Runner.Worker for each job; its presence means a job is running.
 worker_pattern=${RUNNER_WORKER_PATTERN:-Runner.Worker}
 setpriv=${RUNNER_SETPRIV:-setpriv}
@@ -125,6 +128,7 @@ die() {
 
 validate() {
 	[[ $grace =~ ^[0-9]+$ ]] || die "RUNNER_GRACEFUL_STOP_TIMEOUT must be a number of seconds, got '${grace}'"
+	[[ $settle_ms =~ ^[0-9]+$ ]] || die "RUNNER_STOP_SETTLE_MS must be a number of milliseconds, got '${settle_ms}'"
 	if [[ -n $jit_config && -n $token ]]; then
 		die "both ACTIONS_RUNNER_INPUT_JITCONFIG and RUNNER_TOKEN are set; set only one"
 	fi
@@ -427,14 +431,32 @@ wait_for_job() {
 	return 1
 }
 
+# job_starting: an idle runner may be taking a job at this very moment (GitHub
+# handed it one just before SIGTERM, and the worker starts a moment later; the
+# sweeper stops a runner that every signal says is idle by deleting its pod, and
+# cannot see a job that young). It looks for a job for up to RUNNER_STOP_SETTLE_MS
+# before the listener is stopped, which would cancel that job.
+job_starting() {
+	local deadline=$(($(usec) + settle_ms * 1000))
+	while (($(usec) < deadline)); do
+		job_running && return 0
+		sleep 0.02
+	done
+	return 1
+}
+
 # on_term lets a running job finish (up to the grace period) before the runner is
-# told to stop; an idle runner is told at once. The runner takes no job after the
+# told to stop; an idle runner is told once no job has started within the
+# settling time (job_starting). The runner takes no job after the
 # one running (see "Stopping" above). The runner reports a job it has to cancel to
 # GitHub, so a job cut short by an eviction is never cut short silently.
 on_term() {
 	log "received SIGTERM"
 	[[ -n $runner_pid ]] || exit 143
 	if $job_dir_ready; then : >"$job_dir/stopping" 2>/dev/null || true; fi
+	if ! job_running && job_starting; then
+		log "WARNING: a job started as this idle runner's stop began (GitHub handed it over at that moment): letting it finish within the grace period (${grace}s since SIGTERM)"
+	fi
 	if job_running && ! wait_for_job; then
 		log "the job did not finish within ${grace}s: stopping the runner, which cancels the job and reports it to GitHub"
 	fi

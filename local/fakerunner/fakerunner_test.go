@@ -494,6 +494,29 @@ func TestSIGTERMIdleJITRunnerExitsPromptly(t *testing.T) {
 	}
 }
 
+// TestSIGTERMAsAJobIsHandedOver: an idle runner is told to stop (the sweeper
+// deletes the pod of a runner every signal says is idle) just as GitHub hands it
+// a job. The entrypoint looks for a job for its settling time before it stops
+// the listener, so the job is run to completion: neither cancelled (stopped as
+// its worker starts) nor left to another runner.
+func TestSIGTERMAsAJobIsHandedOver(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	id, jit := e.jitConfig("eph-6")
+	p := entrypoint(t, e, runnerHome(t), t.TempDir(), "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "RUNNER_GRACEFUL_STOP_TIMEOUT=30")
+	e.waitFor("the runner online", 10*time.Second, func() bool { rn, _ := e.sim.Runner(id); return rn.Online })
+	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted"}, Duration: time.Second})
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // as the job is handed over: its worker not started yet
+	if code := p.wait(t, 20*time.Second); code != 143 {
+		t.Fatalf("exit %d, want 143; output:\n%s", code, p.output())
+	}
+	for _, j := range e.sim.Jobs() {
+		if j.ID == job.ID && (j.State != githubsim.JobCompleted || j.Conclusion != githubsim.JobSuccess) {
+			t.Fatalf("job %+v: want it completed successfully; output:\n%s", j, p.output())
+		}
+	}
+}
+
 func TestConfigFailures(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))

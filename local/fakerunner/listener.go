@@ -176,6 +176,7 @@ func (l *listener) run() int {
 				w = l.startWorker(res.job)
 			case res.ok:
 				backoff = 0
+				time.Sleep(acquireDelay)
 				w = l.startWorker(res.job)
 			default:
 				backoff = 0
@@ -183,6 +184,11 @@ func (l *listener) run() int {
 		}
 	}
 }
+
+// acquireDelay is how long after a job is handed over its worker starts: the
+// real listener first acquires the job from GitHub and then starts
+// Runner.Worker. A stop that comes in between cancels the job.
+const acquireDelay = 100 * time.Millisecond
 
 // finish reports the result of a job whose worker has exited, as the real
 // listener completes a job's request once its worker is gone: only then does
