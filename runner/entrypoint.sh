@@ -421,8 +421,9 @@ wait_for_job() {
 			done
 			if $seen; then
 				last_seen=$(usec)
-			elif ! job_running; then
-				log "the job's worker exited: stopping the runner; remaining window: the listener was free for at most $((($(usec) - last_seen) / 1000)) ms after the worker's exit"
+			elif ! job_running && ! job_starting; then
+				# job_starting: a job the free listener took meanwhile is run, not cancelled.
+				log "the job's worker exited: stopping the runner; the listener was free for $((($(usec) - last_seen) / 1000)) ms after the worker's exit (${settle_ms} ms of them looking for a job it took)"
 				return 0
 			fi
 		fi

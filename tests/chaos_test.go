@@ -127,8 +127,9 @@ func TestChaos(t *testing.T) {
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
 	t.Logf("GitHub's busy flag (seed %d): REST said idle %d times while the runner ran a job; %d jobs lost because the product removed "+
-		"their runner's registration while they ran; the sweeper's busy signals over the run: %s; %s",
-		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), busySignals(w.loop.BusySignalMetrics()),
+		"their runner's registration while they ran; %d jobs handed over as their idle runner was being stopped (each let finish); "+
+		"the sweeper's busy signals over the run: %s; %s",
+		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), w.loop.Monitor.Handovers(), busySignals(w.loop.BusySignalMetrics()),
 		checkWindows(w.loop.RemovalCheckWindows()))
 	w.noViolations()
 	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
@@ -154,7 +155,7 @@ func checkWindows(ms []float64) string {
 		return "no RemoveRunner after a busy-signal read"
 	}
 	at := func(p int) float64 { return ms[min(len(ms)-1, len(ms)*p/100)] }
-	return fmt.Sprintf("last busy-signal read → RemoveRunner over %d calls: p50 %.1f ms, p95 %.1f ms, max %.1f ms",
+	return fmt.Sprintf("last busy-signal read → stop (pod deletion or RemoveRunner) over %d stops: p50 %.1f ms, p95 %.1f ms, max %.1f ms",
 		len(ms), at(50), at(95), ms[len(ms)-1])
 }
 

@@ -27,8 +27,11 @@ import (
 // faults the chaos suite injected, which excuse exactly the runners they hit.
 //
 // The promises:
-//   - no runner pod is deleted, and no runner container stops, while the
-//     simulator says its runner is running a job (unless a fault hit that pod);
+//   - no runner container stops while the simulator says its runner is running
+//     a job, and no runner pod is deleted under a job that started more than
+//     defaultHandover before (unless a fault hit that pod) — a younger job was
+//     handed over as the sweeper stopped an idle runner, is counted, and must
+//     end well;
 //   - every job ends successfully: a job reported cancelled or failed (the
 //     simulator fails the job of a runner that died, see failLostJobs) is a
 //     violation unless a fault hit its runner's pod;
@@ -61,6 +64,10 @@ type Monitor struct {
 	// stopSeen: runner pod name → when the monitor last saw a runner container of
 	// it stop (on this machine's clock: never before the stop itself).
 	stopSeen map[string]time.Time
+	// handovers counts pods deleted under a job handed over less than handover
+	// (defaultHandover) before.
+	handovers int
+	handover  time.Duration
 	podTime       time.Duration        // lifetimes of the runner pods gone so far
 }
 
@@ -76,7 +83,7 @@ type podLife struct {
 func newMonitor(log *slog.Logger) *Monitor {
 	return &Monitor{log: log, reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
 		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}, stops: map[string]int{},
-		lastStop: map[string]time.Time{}, stopSeen: map[string]time.Time{}}
+		lastStop: map[string]time.Time{}, stopSeen: map[string]time.Time{}, handover: defaultHandover}
 }
 
 // Violate records a violation.
@@ -317,7 +324,7 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 	}
 	m.mu.Unlock()
 	if deleted {
-		l.judgeStop(cur, "deleted")
+		l.judgeDeletion(cur)
 	}
 	for _, how := range stops {
 		l.judgeStop(cur, how)
@@ -362,7 +369,46 @@ func containerStatus(pod *corev1.Pod) corev1.ContainerStatus {
 	return corev1.ContainerStatus{}
 }
 
-// judgeStop: pod was deleted, disappeared or its runner container stopped; a
+// defaultHandover bounds how young a job may be for a pod deleted under it to be
+// one GitHub handed the runner as the sweeper stopped it: younger than any busy
+// signal can show (the job probe looks every second, the in_progress delivery
+// may be delayed), so the runner's entrypoint lets it finish.
+const defaultHandover = 3 * time.Second
+
+// judgeDeletion: pod was deleted. Under a job older than defaultHandover, a
+// violation (unless a fault hit the pod): every busy signal could have shown it.
+// Under a younger one, the job was handed over as the runner was being stopped:
+// counted (Handovers); it must still end well (judgeJobs) and its container
+// must not stop under it (judgeStop).
+func (l *Loop) judgeDeletion(pod *corev1.Pod) {
+	for _, j := range l.Sim.RunningJobs() {
+		if j.RunnerName != pod.Name {
+			continue
+		}
+		m := l.Monitor
+		m.mu.Lock()
+		young := time.Since(j.StartedAt) < m.handover
+		if young {
+			m.handovers++
+		}
+		m.mu.Unlock()
+		if young {
+			m.log.Info("a job was handed over as its runner was stopped", "pod", pod.Name, "job", j.ID, "age", time.Since(j.StartedAt))
+			continue
+		}
+		l.Monitor.judge(pod.Name, fmt.Sprintf("stop %s %d", pod.UID, j.ID), "pod %s: deleted while its runner ran job %d", pod.Name, j.ID)
+	}
+}
+
+// Handovers counts the runner pods deleted under a job handed over less than
+// defaultHandover before (see judgeDeletion).
+func (m *Monitor) Handovers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.handovers
+}
+
+// judgeStop: pod disappeared or its runner container stopped; a
 // violation if the simulator says its runner is running a job right now.
 func (l *Loop) judgeStop(pod *corev1.Pod, how string) {
 	for _, j := range l.Sim.RunningJobs() {

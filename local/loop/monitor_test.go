@@ -1,6 +1,9 @@
 package loop
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"bytes"
 	"encoding/json"
 	"log/slog"
@@ -176,6 +179,26 @@ func TestJobWhoseRunnerDiedFirstIsNotLostToRemoval(t *testing.T) {
 	}
 	if ex := l.Monitor.Excused(); len(ex) != 1 || !strings.Contains(ex[0], "job "+strconv.FormatInt(deadJob.ID, 10)+" on runner small-a ended failure") {
 		t.Fatalf("excused %q, want job %d, whose runner died first", ex, deadJob.ID)
+	}
+}
+
+// TestPodDeletedUnderAJob: a runner pod deleted under a job that just started —
+// handed over as the sweeper stopped the idle runner, too young for any busy
+// signal — is counted, not a violation; under an older job it is a violation.
+func TestPodDeletedUnderAJob(t *testing.T) {
+	t.Parallel()
+	sim, _, take := simWithRunner(t)
+	l := testLoop(t, sim)
+	take("small-a")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "small-a", UID: "u1"}}
+	l.judgeDeletion(pod)
+	if n, v := l.Monitor.Handovers(), l.Monitor.Violations(); n != 1 || len(v) != 0 {
+		t.Fatalf("a young job: %d handovers, violations %q; want 1 and none", n, v)
+	}
+	l.Monitor.handover = 0 // every job is older than that
+	l.judgeDeletion(pod)
+	if v := l.Monitor.Violations(); len(v) != 1 || !strings.Contains(v[0], "deleted while its runner ran job") {
+		t.Fatalf("an older job: violations %q, want the deletion", v)
 	}
 }
 
