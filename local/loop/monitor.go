@@ -68,7 +68,7 @@ type Monitor struct {
 	// (defaultHandover) before.
 	handovers int
 	handover  time.Duration
-	podTime       time.Duration        // lifetimes of the runner pods gone so far
+	podTime   time.Duration // lifetimes of the runner pods gone so far
 }
 
 // podLife is what the monitor saw of one runner pod.
