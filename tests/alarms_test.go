@@ -85,13 +85,15 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard body is not JSON: %v", err)
 	}
 	all := body
-	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}"} {
+	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}"} {
 		if !strings.Contains(all, name) {
 			t.Errorf("dashboard does not show alarm %s", name)
 		}
 	}
 	for _, metric := range []string{"QueuedJobs", "OldestQueuedAge", "Saturated", "Held", "Extended", "PendingWithReason",
-		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining"} {
+		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining",
+		"RemovalsVetoedByGitHub", "RemovalsVetoedByPodReport", "RemovalsVetoedByJobLink", "RemovalsVetoedByIdleWindow",
+		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow"} {
 		if !strings.Contains(all, `MetricName=\"`+metric+`\"`) && !strings.Contains(all, `"runnerscaler", "`+metric+`"`) {
 			t.Errorf("dashboard does not show metric %s", metric)
 		}
