@@ -74,7 +74,7 @@ func RenderReport(w io.Writer, r Report) error {
 			queued = append(queued, strings.Join([]string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
 		}
 		for _, rn := range p.Runners {
-			if rn.Reason != "" && rn.Phase == PhasePending {
+			if rn.Reason != "" && (rn.Phase == PhasePending || rn.Phase == PhaseStopping || rn.Phase == PhaseTerminating) {
 				held = append(held, strings.Join([]string{p.Name, rn.Name, oneLine(rn.Reason)}, "\t"))
 			}
 		}

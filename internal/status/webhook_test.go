@@ -175,3 +175,22 @@ func TestReportCarriesTheWebhook(t *testing.T) {
 		t.Fatalf("JSON round trip: %+v, want %+v", back.Webhook, r.Webhook)
 	}
 }
+
+// TestReportShowsAHeldStop: a runner whose stop GitHub refused (403) is listed
+// under RUNNERS HELD UP with the reason the sweep recorded, as a pending one is.
+func TestReportShowsAHeldStop(t *testing.T) {
+	t.Parallel()
+	reason := "GitHub refused to remove the runner (403 Forbidden): grant the GitHub App ..."
+	r := status.Report{At: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), Pools: []status.Pool{{Name: "octo", Runners: []status.Runner{
+		{Name: "octo-abcde-0", Phase: status.PhaseStopping, Reason: reason},
+		{Name: "octo-fghij-0", Phase: status.PhaseRunning},
+	}}}}
+	var out bytes.Buffer
+	if err := status.RenderReport(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "RUNNERS HELD UP") || !strings.Contains(out.String(), "octo-abcde-0") ||
+		!strings.Contains(out.String(), "403 Forbidden") || strings.Contains(out.String(), "octo-fghij-0") {
+		t.Fatalf("report:\n%s\nwant the held stop, and only it, under RUNNERS HELD UP", out.String())
+	}
+}

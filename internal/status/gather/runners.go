@@ -42,6 +42,9 @@ func (g *Gatherer) runners(ctx context.Context, p *pool.Pool, stuck map[string]s
 	for i := range stss.Items {
 		sts := &stss.Items[i]
 		rn := describe(sts, byOwner[string(sts.UID)])
+		if (rn.Phase == status.PhaseStopping || rn.Phase == status.PhaseTerminating) && rn.Reason == "" {
+			rn.Reason = stuck[sts.Name] // a stop held up (GitHub refused to remove the runner)
+		}
 		if rn.Phase == status.PhasePending && rn.Reason == "" {
 			rn.Reason = stuck[sts.Name]
 			if rn.Reason == "" && byOwner[string(sts.UID)] == nil {
