@@ -138,6 +138,21 @@ func (l *listener) run() int {
 		case <-keepalive:
 			keepalive = nil
 		case <-workerDone:
+			if polls != nil {
+				// A keep-alive poll in flight would be handed the next job the
+				// moment finish frees the runner, before a pending stop is seen:
+				// let it return first (wait=0: at once).
+				if res := <-polls; res.err != nil {
+					pollErr = res.err
+				}
+				polls = nil
+				select {
+				case sig := <-l.sigs:
+					l.finish(w)
+					return l.shutdown(sig, nil, nil)
+				default:
+				}
+			}
 			l.finish(w)
 			w, keepalive = nil, nil
 			if l.ephemeral {
