@@ -31,6 +31,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{with("POOLS_CONFIG", ""), "POOLS_CONFIG is required"},
 		{with("LEASE_SECONDS", "2"), `LEASE_SECONDS "2" must be`},
 		{with("SWEEP_PARALLELISM", "x"), `SWEEP_PARALLELISM "x" must be`},
+		{with("IDLE_CONFIRMATION_SECONDS", "0"), `IDLE_CONFIRMATION_SECONDS "0" must be`},
+		{with("IDLE_CONFIRMATION_SECONDS", "90s"), `IDLE_CONFIRMATION_SECONDS "90s" must be`},
 		{with("DYNAMODB_ENDPOINT", "db:8000"), `DYNAMODB_ENDPOINT "db:8000" is not a URL`},
 		{with("KUBECONFIG", ""), "set exactly one of EKS_CLUSTER_NAME and KUBECONFIG"},
 		{with("EKS_CLUSTER_NAME", "c"), "set exactly one of EKS_CLUSTER_NAME and KUBECONFIG"},
@@ -51,6 +53,21 @@ func TestConfigFromEnv(t *testing.T) {
 			tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("env %v: config %+v, error %v; want %q", tc.env, c, err, tc.want)
 		}
+	}
+}
+
+// TestIdleConfirmationFromEnv: IDLE_CONFIRMATION_SECONDS sets the idle
+// confirmation; unset, it stays zero (the reconciler's 90 s default).
+func TestIdleConfirmationFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "KUBECONFIG": "k", "GITHUB_TOKEN": "ghp_x"}
+	c, err := sweeper.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || c.IdleConfirmation != 0 {
+		t.Fatalf("unset: %v, %v; want 0", c.IdleConfirmation, err)
+	}
+	env["IDLE_CONFIRMATION_SECONDS"] = "120"
+	if c, err = sweeper.ConfigFromEnv(func(k string) string { return env[k] }); err != nil || c.IdleConfirmation != 2*time.Minute {
+		t.Fatalf("120: %v, %v; want 2m", c.IdleConfirmation, err)
 	}
 }
 
