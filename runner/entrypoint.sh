@@ -350,10 +350,37 @@ setup_job_report() {
 	job_dir_ready=true
 }
 
-# job_running: the job hooks' marker, or a Runner.Worker process (runner-job-running's test).
+# job_running: the job hooks' marker, a Runner.Worker process (runner-job-running's
+# test), or a job the listener said it took ("Running job: ") and has not said it
+# finished ("completed with result"): the listener prints that line when the job
+# is handed over, before its worker starts (see watch_output).
 job_running() {
 	$job_dir_ready && [[ -e $job_dir/job ]] && return 0
-	pgrep -f "$worker_pattern" >/dev/null 2>&1
+	pgrep -f "$worker_pattern" >/dev/null 2>&1 && return 0
+	local taken=0 finished=0
+	[[ -r $job_dir/taken ]] && read -r taken <"$job_dir/taken"
+	[[ -r $job_dir/finished ]] && read -r finished <"$job_dir/finished"
+	[[ $taken =~ ^[0-9]+$ && $finished =~ ^[0-9]+$ ]] && ((taken > finished))
+}
+
+# watch_output passes the runner's output through, counting the jobs the listener
+# says it took and finished (RUNNER_JOB_DIR/taken and /finished).
+watch_output() {
+	local line taken=0 finished=0
+	while IFS= read -r line || [[ -n $line ]]; do
+		printf '%s\n' "$line"
+		$job_dir_ready || continue
+		case $line in
+		*"Running job: "*)
+			taken=$((taken + 1))
+			printf '%d\n' "$taken" >"$job_dir/taken" 2>/dev/null || true
+			;;
+		*" completed with result: "*)
+			finished=$((finished + 1))
+			printf '%d\n' "$finished" >"$job_dir/finished" 2>/dev/null || true
+			;;
+		esac
+	done
 }
 
 # alive: the process exists and is not a zombie (a worker whose held listener
@@ -500,7 +527,7 @@ main() {
 	if ephemeral; then record_start; fi
 	setup_job_report
 	trap on_term TERM INT
-	"${drop[@]}" "${RUNNER_HOME}/run.sh" &
+	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) &
 	runner_pid=$!
 	local rc=0
 	wait "$runner_pid" || rc=$?

@@ -496,9 +496,10 @@ func TestSIGTERMIdleJITRunnerExitsPromptly(t *testing.T) {
 
 // TestSIGTERMAsAJobIsHandedOver: an idle runner is told to stop (the sweeper
 // deletes the pod of a runner every signal says is idle) just as GitHub hands it
-// a job. The entrypoint looks for a job for its settling time before it stops
-// the listener, so the job is run to completion: neither cancelled (stopped as
-// its worker starts) nor left to another runner.
+// a job. The entrypoint sees the listener take it ("Running job", before its
+// worker starts) or looks for a job for its settling time before it stops the
+// listener, so the job is run to completion: neither cancelled (stopped as its
+// worker starts) nor left to another runner.
 func TestSIGTERMAsAJobIsHandedOver(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, githubsim.Options{})

@@ -191,7 +191,6 @@ func (l *listener) run() int {
 				w = l.startWorker(res.job)
 			case res.ok:
 				backoff = 0
-				time.Sleep(acquireDelay)
 				w = l.startWorker(res.job)
 			default:
 				backoff = 0
@@ -200,9 +199,10 @@ func (l *listener) run() int {
 	}
 }
 
-// acquireDelay is how long after a job is handed over its worker starts: the
-// real listener first acquires the job from GitHub and then starts
-// Runner.Worker. A stop that comes in between cancels the job.
+// acquireDelay is how long after a job is handed over (and "Running job" is
+// printed) its worker starts: the real listener first acquires the job from
+// GitHub and then starts Runner.Worker. A stop that comes in between cancels the
+// job.
 const acquireDelay = 100 * time.Millisecond
 
 // finish reports the result of a job whose worker has exited, as the real

@@ -49,6 +49,7 @@ type worker struct {
 // fails the job and is returned already done.
 func (l *listener) startWorker(j job) *worker {
 	logf(l.env.Stdout, "Running job: %s", jobName(j))
+	time.Sleep(acquireDelay)
 	w := &worker{job: j, done: make(chan struct{})}
 	argv0 := filepath.Join(l.root, "bin", workerName)
 	exe := argv0
