@@ -20,7 +20,7 @@ import (
 // tickRunnerGracefulStop). All progress is in the pod's annotations, so a sweep
 // killed between two steps resumes where it stopped.
 //
-// The rule it keeps (DESIGN.md, lifecycle rules): a runner whose GitHub id is
+// The rule it keeps (README, "Runner lifecycle"): a runner whose GitHub id is
 // known is released only by RemoveRunner answering 204 or 404 — container state
 // (exited, restarted, crash-looping) decides when to ask, never whether. Without
 // an id (a token-mode runner GitHub has not listed), "never registered" is

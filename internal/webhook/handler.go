@@ -3,7 +3,7 @@
 // events — both use the same 2.0 shape — and, through HTTPHandler, plain HTTP for
 // the local stack.
 //
-// Responses follow DESIGN §5: 401 for a missing or wrong signature (only an
+// Responses (README "Webhook"): 401 for a missing or wrong signature (only an
 // HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
 // that is too large, not JSON, or a job without id or labels, 200 for ping, 202 for
 // events and jobs that reserve nothing (other events, `waiting`, no matching pool),

@@ -84,18 +84,14 @@ func testLoop(t *testing.T, sim *githubsim.Server) *Loop {
 	return l
 }
 
-// TestLostJobIsAViolationEvenWithAFault: a job the simulator failed because its
-// runner's registration was removed while it ran (DELETE while REST said idle)
-// is a violation although a fault hit that runner's pod, and is counted; a job
-// that failed otherwise on a runner hit by a fault stays excused.
-func TestLostJobIsAViolationEvenWithAFault(t *testing.T) {
-	t.Parallel()
-	sim, url, take := simWithRunner(t)
-	removed, lostJob := take("small-a")
-	if err := sim.SetRESTBusy(removed.ID, false); err != nil {
+// removeWhileRESTSaysIdle removes runner id, which runs a job, through the REST
+// API while its busy flag says idle: 204, and the job is lost.
+func removeWhileRESTSaysIdle(t *testing.T, sim *githubsim.Server, url string, id int64) {
+	t.Helper()
+	if err := sim.SetRESTBusy(id, false); err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(t.Context(), "DELETE", url+"/orgs/acme/actions/runners/"+strconv.FormatInt(removed.ID, 10), nil)
+	req, err := http.NewRequestWithContext(t.Context(), "DELETE", url+"/orgs/acme/actions/runners/"+strconv.FormatInt(id, 10), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +104,17 @@ func TestLostJobIsAViolationEvenWithAFault(t *testing.T) {
 	if resp.StatusCode != 204 {
 		t.Fatalf("DELETE while REST says idle: %d, want 204", resp.StatusCode)
 	}
+}
+
+// TestLostJobIsAViolationEvenWithAFault: a job the simulator failed because its
+// runner's registration was removed while it ran (DELETE while REST said idle)
+// is a violation although a fault hit that runner's pod, and is counted; a job
+// that failed otherwise on a runner hit by a fault stays excused.
+func TestLostJobIsAViolationEvenWithAFault(t *testing.T) {
+	t.Parallel()
+	sim, url, take := simWithRunner(t)
+	removed, lostJob := take("small-a")
+	removeWhileRESTSaysIdle(t, sim, url, removed.ID)
 	_, failedJob := take("small-b")
 	if err := sim.CompleteJobAs(failedJob.ID, githubsim.JobFailure); err != nil {
 		t.Fatal(err)
@@ -140,33 +147,14 @@ func TestJobWhoseRunnerDiedFirstIsNotLostToRemoval(t *testing.T) {
 	t.Parallel()
 	sim, url, take := simWithRunner(t)
 	l := testLoop(t, sim)
-	remove := func(id int64) {
-		t.Helper()
-		if err := sim.SetRESTBusy(id, false); err != nil {
-			t.Fatal(err)
-		}
-		req, err := http.NewRequestWithContext(t.Context(), "DELETE", url+"/orgs/acme/actions/runners/"+strconv.FormatInt(id, 10), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "token pat")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 204 {
-			t.Fatalf("DELETE: %d, want 204", resp.StatusCode)
-		}
-	}
 	dead, deadJob := take("small-a")
 	l.Monitor.Fault("small-a", "OOM kill")
 	l.Monitor.mu.Lock()
 	l.Monitor.stopSeen["small-a"] = time.Now() // the container was seen stopping under its job
 	l.Monitor.mu.Unlock()
-	remove(dead.ID)
+	removeWhileRESTSaysIdle(t, sim, url, dead.ID)
 	alive, aliveJob := take("small-b")
-	remove(alive.ID)
+	removeWhileRESTSaysIdle(t, sim, url, alive.ID)
 	l.Monitor.mu.Lock()
 	l.Monitor.stopSeen["small-b"] = time.Now() // it exits because it was removed
 	l.Monitor.mu.Unlock()
