@@ -146,12 +146,14 @@ func (l *listener) run() int {
 					pollErr = res.err
 				}
 				polls = nil
-				select {
-				case sig := <-l.sigs:
-					l.finish(w)
-					return l.shutdown(sig, nil, nil)
-				default:
-				}
+			}
+			// A SIGTERM sent with the SIGCONT that resumes a held listener reaches
+			// l.sigs a moment after the worker's exit is seen: look for it first.
+			select {
+			case sig := <-l.sigs:
+				l.finish(w)
+				return l.shutdown(sig, nil, nil)
+			case <-time.After(signalSettle):
 			}
 			l.finish(w)
 			w, keepalive = nil, nil
@@ -198,6 +200,10 @@ func (l *listener) run() int {
 		}
 	}
 }
+
+// signalSettle is how long, after a job's worker exits, the listener looks for
+// a stop signal before it reports the job and becomes free for another.
+const signalSettle = 50 * time.Millisecond
 
 // acquireDelay is how long after a job is handed over (and "Running job" is
 // printed) its worker starts: the real listener first acquires the job from
