@@ -162,7 +162,7 @@ func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
 	}
 	switch n := len(regular); {
 	case n > s.d.Desired:
-		errs = append(errs, r.scaleDown(ctx, s, regular, n-s.d.Desired))
+		errs = append(errs, r.scaleDown(ctx, s, holdWhileQueued(s, regular), n-s.d.Desired))
 	case n < s.d.Desired:
 		s.missing = s.d.Desired - n
 	}
@@ -182,10 +182,37 @@ func (r *Reconciler) noteStuck(ctx context.Context, s *sweep, rn *runner, events
 	return reason
 }
 
+// holdWhileQueued narrows the runners scale-down may stop while a job of the
+// pool waits for a runner (a queued reservation): GitHub hands a waiting job to
+// any idle runner, at any moment, and one being stopped just then cancels it. So
+// while a job waits, only runners that never started (no pod yet, or a pod not
+// bound to a node) may go; the others stay until no job waits, which the next
+// sweep sees once the job's runner took it (in_progress). A waiting job whose
+// deliveries were lost holds scale-down for at most its reservation's lifetime.
+func holdWhileQueued(s *sweep, regular []*runner) []*runner {
+	if s.d.Queued == 0 {
+		return regular
+	}
+	var unstarted []*runner
+	for _, rn := range regular {
+		if !everRan(rn.pod) {
+			unstarted = append(unstarted, rn)
+		}
+	}
+	if held := len(regular) - len(unstarted); held > 0 {
+		s.log.Info("scale-down held for started runners: a job waits for a runner, and GitHub may hand it to any idle one",
+			"queued", s.d.Queued, "held", held, "desired", s.d.Desired)
+	}
+	return unstarted
+}
+
 // scaleDown marks the surplus for unregistration: pending runners first, then idle
 // ones, then busy ones (whose unregistration waits for their job), newest first in
 // each group, so the oldest running runners stay.
 func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner, surplus int) error {
+	if len(regular) == 0 {
+		return nil
+	}
 	busy := map[string]bool{}
 	if list, err := s.gh.runners(ctx, s.p.Scope()); err == nil {
 		for _, gr := range list {

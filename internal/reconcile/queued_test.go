@@ -1,0 +1,76 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+)
+
+// TestScaleDownHeldWhileAJobWaits: while a job of the pool waits for a runner,
+// GitHub may hand it to any idle runner, the one being stopped included; so
+// scale-down then takes only runners that never started, and the started ones
+// go once no job waits.
+func TestScaleDownHeldWhileAJobWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	t0 := e.clock.Now()
+	e.mustSweep(3, t0)
+	names := e.statefulSets()
+	started := names[:2] // names[2] never starts: its pod stays unbound
+	for _, n := range started {
+		e.start(n)
+	}
+	e.clock.Step(5 * time.Minute)
+	e.mustSweep(3, t0)
+
+	e.clock.Step(time.Minute)
+	waiting := scaling.Decision{Desired: 1, Reserved: 1, Reservations: 1, Queued: 1, EffectiveTime: t0}
+	if err := e.rec.Reconcile(t.Context(), e.pool, waiting, &e.status); err != nil {
+		t.Fatal(err)
+	}
+	marked := e.markedRunners()
+	for _, n := range started {
+		if marked[n] {
+			t.Fatalf("runner %s was marked for stopping while a job waits for a runner (marked %v)", n, marked)
+		}
+	}
+	if !marked[names[2]] && len(e.statefulSets()) != 2 {
+		t.Fatalf("the never-started runner %s was neither marked nor removed (marked %v, statefulsets %v)", names[2], marked, e.statefulSets())
+	}
+
+	e.clock.Step(time.Minute)
+	taken := scaling.Decision{Desired: 1, Reserved: 1, Reservations: 1, EffectiveTime: t0}
+	if err := e.rec.Reconcile(t.Context(), e.pool, taken, &e.status); err != nil {
+		t.Fatal(err)
+	}
+	marked = e.markedRunners()
+	n := 0
+	for _, name := range started {
+		if marked[name] {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("once no job waits, %d of the started runners are marked, want 1 (marked %v)", n, marked)
+	}
+}
+
+// markedRunners lists the pool's StatefulSets marked for unregistration.
+func (e *env) markedRunners() map[string]bool {
+	e.t.Helper()
+	list, err := e.raw.AppsV1().StatefulSets(e.ns).List(e.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, s := range list.Items {
+		if _, ok := s.Annotations[runnerpod.AnnotationUnregistrationRequest]; ok {
+			out[s.Name] = true
+		}
+	}
+	return out
+}
