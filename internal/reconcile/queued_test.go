@@ -74,3 +74,37 @@ func (e *env) markedRunners() map[string]bool {
 	}
 	return out
 }
+
+// TestIdleStopWaitsWhileAJobWaits: a runner already being stopped, idle by
+// every signal, keeps its pod while a job of the pool waits for a runner (GitHub
+// could hand it that job as its listener stops, which would cancel it); once no
+// job waits, its pod is deleted.
+func TestIdleStopWaitsWhileAJobWaits(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.scaleDownAndConfirmIdle()
+	waiting := scaling.Decision{Reserved: 1, Reservations: 1, Queued: 1}
+	if err := w.rec.Reconcile(t.Context(), w.pool, waiting, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	if w.podDeleting() {
+		t.Fatal("the idle runner's pod was deleted while a job of the pool waits for a runner")
+	}
+	w.kept("while a job waits")
+	if err := w.rec.Reconcile(t.Context(), w.pool, scaling.Decision{}, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	if !w.podDeleting() {
+		t.Fatal("once no job waits, the idle runner's pod was not deleted to stop it")
+	}
+}
+
+// podDeleting reports whether the runner's pod is being deleted.
+func (w *busyWorld) podDeleting() bool {
+	w.t.Helper()
+	pod, err := w.raw.CoreV1().Pods(w.ns).Get(w.t.Context(), w.name+"-0", metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return pod.DeletionTimestamp != nil
+}
