@@ -7,9 +7,13 @@
 // invocations of a Lambda container: registration tokens (until 5 minutes before
 // they expire), the runners list with its ETags (a 304 costs no rate limit), and
 // the time until which the installation is rate limited — no call is made before
-// then. Every call that fails maps to a sentinel error (ErrNotFound, ErrRunnerBusy,
-// ErrForbidden, ErrUnauthorized, ErrServer) or a *RateLimitError, tested with
-// errors.Is / errors.As.
+// then. Every request to GitHub (API calls, installation-token creation,
+// installation lookups, the App's own calls) passes one identity's rate-limit
+// gate and call counter. Every call that GitHub refuses fails with an *APIError
+// naming the operation, its status and GitHub's message, which errors.Is
+// matches to a sentinel (ErrNotFound, ErrRunnerNotFound, ErrRunnerBusy,
+// ErrForbidden, ErrUnauthorized, ErrServer), or with a *RateLimitError
+// (ErrRateLimited).
 package githubapi
 
 import (
@@ -86,21 +90,24 @@ type Client struct {
 	gh    *github.Client
 	clock clock.PassiveClock
 	cache RunnerCache
+	meter *meter
 
-	mu           sync.Mutex
-	regTokens    map[string]RegistrationToken
-	groups       map[string]int64
-	blockedUntil time.Time
-	blockedBy2nd bool // the block comes from a secondary limit
-	stats        Stats
+	mu        sync.Mutex
+	regTokens map[string]RegistrationToken
+	groups    map[string]int64
 }
 
-// New returns a client. It does not call GitHub.
+// New returns a client. It does not call GitHub. With a GitHub App, the first
+// call, and the first after the installation token nears its expiry, first
+// creates an installation token (POST /app/installations/{installation_id}/access_tokens,
+// with the App's JWT), within the call's gate and counted in Stats.
 func New(cfg Config) (*Client, error) {
 	if err := cfg.Auth.Validate(); err != nil {
 		return nil, fmt.Errorf("github auth: %w", err)
 	}
 	base, tr := cfg.endpoint()
+	m := newMeter(cfg.Clock)
+	tr = m.transport(tr) // under ghinstallation: installation-token requests are counted too
 	opts := []github.ClientOptionsFunc{github.WithURLs(&base, &base), github.WithDisableRateLimitCheck()}
 	if cfg.Auth.Token != "" {
 		opts = append(opts, github.WithTransport(tr), github.WithAuthToken(cfg.Auth.Token))
@@ -116,37 +123,15 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("github client: %w", err)
 	}
-	c := &Client{gh: gh, clock: cfg.Clock, cache: cfg.Cache, regTokens: map[string]RegistrationToken{}, groups: map[string]int64{}}
-	if c.clock == nil {
-		c.clock = clock.RealClock{}
-	}
+	c := &Client{gh: gh, clock: m.clock, cache: cfg.Cache, meter: m, regTokens: map[string]RegistrationToken{}, groups: map[string]int64{}}
 	if c.cache == nil {
 		c.cache = NewMemoryCache()
 	}
 	return c, nil
 }
 
-// Stats counts the client's calls to GitHub.
-type Stats struct {
-	// Calls made (including 304s).
-	Calls int
-	// NotModified counts 304 answers, which cost no rate limit.
-	NotModified int
-	// RateLimited counts calls answered with a rate-limit error, and calls refused
-	// locally because the installation was still rate limited.
-	RateLimited int
-	// RateRemaining is the primary rate limit left as the latest answer that
-	// carried X-RateLimit-* headers said; RateKnown is false until one did.
-	RateRemaining int
-	RateKnown     bool
-}
-
 // Stats returns the counts since the client was made.
-func (c *Client) Stats() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.stats
-}
+func (c *Client) Stats() Stats { return c.meter.snapshot() }
 
 // RegistrationToken is a runner registration token.
 type RegistrationToken struct {
@@ -172,7 +157,7 @@ func (c *Client) RegistrationToken(ctx context.Context, s scope.Scope) (Registra
 		return cached, nil
 	}
 	var tok *github.RegistrationToken
-	err := c.call(ctx, "creating registration token for "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+	err := c.meter.call(ctx, OpRegistrationToken, "creating registration token for "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
 		switch s.Kind() {
 		case scope.Enterprise:
 			tok, resp, err = c.gh.Enterprise.CreateRegistrationToken(ctx, s.Enterprise)
@@ -209,7 +194,7 @@ type JITConfig struct {
 func (c *Client) JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (JITConfig, error) {
 	req := &github.GenerateJITConfigRequest{Name: name, RunnerGroupID: groupID, Labels: labels}
 	var jit *github.JITRunnerConfig
-	err := c.call(ctx, "generating JIT config for runner "+name+" in "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+	err := c.meter.call(ctx, OpJITConfig, "generating JIT config for runner "+name+" in "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
 		switch s.Kind() {
 		case scope.Enterprise:
 			jit, resp, err = c.gh.Enterprise.GenerateEnterpriseJITConfig(ctx, s.Enterprise, req)
@@ -226,15 +211,16 @@ func (c *Client) JITConfig(ctx context.Context, s scope.Scope, name string, labe
 	return JITConfig{RunnerID: jit.GetRunner().GetID(), EncodedConfig: jit.GetEncodedJITConfig()}, nil
 }
 
-// RemoveRunner unregisters a runner. nil means removed (204); ErrNotFound (404):
-// already gone; ErrRunnerBusy (422): it is running a job — wait; ErrForbidden (403):
-// the App lacks permission; a *RateLimitError: try after its Reset.
+// RemoveRunner unregisters a runner. nil means removed (204); ErrRunnerNotFound
+// (and ErrNotFound; 404): already gone; ErrRunnerBusy (422): it is running a job —
+// wait; ErrForbidden (403): the App lacks permission; a *RateLimitError: try
+// after its Reset.
 //
 // DELETE /repos/{owner}/{repo}/actions/runners/{runner_id},
 // DELETE /orgs/{org}/actions/runners/{runner_id} or
 // DELETE /enterprises/{enterprise}/actions/runners/{runner_id}.
 func (c *Client) RemoveRunner(ctx context.Context, s scope.Scope, id int64) error {
-	err := c.call(ctx, fmt.Sprintf("removing runner %d from %s", id, s), func(ctx context.Context) (*github.Response, error) {
+	err := c.meter.call(ctx, OpRemoveRunner, fmt.Sprintf("removing runner %d from %s", id, s), func(ctx context.Context) (*github.Response, error) {
 		switch s.Kind() {
 		case scope.Enterprise:
 			return c.gh.Enterprise.RemoveRunner(ctx, s.Enterprise, id)
@@ -272,7 +258,7 @@ func (c *Client) RunnerGroupID(ctx context.Context, s scope.Scope, name string) 
 	opts := &github.ListOrgRunnerGroupOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		var groups *github.RunnerGroups
-		err := c.call(ctx, "listing runner groups of "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+		err := c.meter.call(ctx, OpListRunnerGroups, "listing runner groups of "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
 			if s.Kind() == scope.Enterprise {
 				var eg *github.EnterpriseRunnerGroups
 				eg, resp, err = c.gh.Enterprise.ListRunnerGroups(ctx, s.Enterprise, &github.ListEnterpriseRunnerGroupOptions{ListOptions: opts.ListOptions})
@@ -305,35 +291,4 @@ func (c *Client) RunnerGroupID(ctx context.Context, s scope.Scope, name string) 
 			return 0, fmt.Errorf("runner group %q not found in %s: %w", name, s, ErrNotFound)
 		}
 	}
-}
-
-// call makes one API call through the rate-limit gate and maps its error.
-func (c *Client) call(ctx context.Context, what string, do func(context.Context) (*github.Response, error)) error {
-	if err := c.gate(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	c.mu.Lock()
-	c.stats.Calls++
-	c.mu.Unlock()
-	resp, err := do(ctx)
-	if resp != nil && resp.Rate.Limit > 0 {
-		c.mu.Lock()
-		c.stats.RateRemaining, c.stats.RateKnown = resp.Rate.Remaining, true
-		c.mu.Unlock()
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, c.classify(resp, err))
-	}
-	return nil
-}
-
-// gate refuses to call while the installation is rate limited.
-func (c *Client) gate() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if until := c.blockedUntil; c.clock.Now().Before(until) {
-		c.stats.RateLimited++
-		return &RateLimitError{Reset: until, Local: true, Secondary: c.blockedBy2nd}
-	}
-	return nil
 }

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"sync"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
-	"github.com/google/go-github/v88/github"
 
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
@@ -19,10 +17,12 @@ import (
 // installation token, one rate-limit gate, one runner cache) per installation.
 //
 //   - Organization and repository scopes, with a GitHub App: the App's
-//     installation on the scope's account, found with the App JWT and cached for
-//     the Router's life (Config.Auth.InstallationID, when set, serves every such
-//     scope instead, without a lookup). A call whose installation token cannot be
-//     made any more (the App was uninstalled or reinstalled) forgets the cached
+//     installation on the scope's account, found with the App JWT (GET
+//     /orgs/{org}/installation or GET /repos/{owner}/{repo}/installation, through
+//     the App's own rate-limit gate and counter) and cached for the Router's
+//     life (Config.Auth.InstallationID, when set, serves every such scope
+//     instead, without a lookup). A call whose installation token cannot be made
+//     any more (the App was uninstalled or reinstalled) forgets the cached
 //     installation, so the next call looks it up again.
 //   - Enterprise scopes: the classic personal access token (Config.Auth.Token).
 //     GitHub Apps cannot manage enterprise runners.
@@ -31,9 +31,9 @@ import (
 // It is safe for concurrent use.
 type Router struct {
 	cfg   Config
-	app   *github.Client // App JWT; nil without an App
-	pat   *Client        // nil without a token
-	fixed int64          // Config.Auth.InstallationID
+	app   *AppClient // App JWT; nil without an App
+	pat   *Client    // nil without a token
+	fixed int64      // Config.Auth.InstallationID
 
 	mu       sync.Mutex
 	installs map[string]int64 // scope → installation id
@@ -69,7 +69,7 @@ func NewRouter(cfg Config) (*Router, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.app = app.gh
+		r.app = app
 	}
 	return r, nil
 }
@@ -116,9 +116,8 @@ func (r *Router) client(ctx context.Context, s scope.Scope) (*Client, error) {
 }
 
 // installation is the App's installation serving the scope: the configured one,
-// else the cached or looked-up one.
-//
-// GET /orgs/{org}/installation or GET /repos/{owner}/{repo}/installation (App JWT).
+// else the cached one, else the one the App finds (AppClient.installationID:
+// GET /orgs/{org}/installation or GET /repos/{owner}/{repo}/installation, App JWT).
 func (r *Router) installation(ctx context.Context, s scope.Scope) (int64, error) {
 	if r.fixed != 0 {
 		return r.fixed, nil
@@ -130,39 +129,14 @@ func (r *Router) installation(ctx context.Context, s scope.Scope) (int64, error)
 	if ok {
 		return id, nil
 	}
-	var inst *github.Installation
-	var resp *github.Response
-	var err error
-	if s.Kind() == scope.Organization {
-		inst, resp, err = r.app.Apps.GetOrganizationInstallation(ctx, s.Organization)
-	} else {
-		inst, resp, err = r.app.Apps.GetRepositoryInstallation(ctx, s.Owner(), s.Repo())
-	}
+	id, err := r.app.installationID(ctx, s)
 	if err != nil {
-		return 0, fmt.Errorf("finding the GitHub App's installation on %s: %w", s, lookupError(resp, err))
+		return 0, err
 	}
 	r.mu.Lock()
-	r.installs[key] = inst.GetID()
+	r.installs[key] = id
 	r.mu.Unlock()
-	return inst.GetID(), nil
-}
-
-// lookupError maps an installation lookup's failure to the package's sentinels.
-func lookupError(resp *github.Response, err error) error {
-	if resp == nil || resp.Response == nil {
-		return err
-	}
-	switch code := resp.StatusCode; {
-	case code == http.StatusNotFound:
-		return fmt.Errorf("%w (is the App installed there?): %w", ErrNotFound, err)
-	case code == http.StatusUnauthorized:
-		return fmt.Errorf("%w: %w", ErrUnauthorized, err)
-	case code == http.StatusForbidden:
-		return fmt.Errorf("%w: %w", ErrForbidden, err)
-	case code >= 500:
-		return fmt.Errorf("%w: %w", ErrServer, err)
-	}
-	return err
+	return id, nil
 }
 
 // settle forgets the scope's installation when its token could not be made or
@@ -226,20 +200,24 @@ func (r *Router) RunnerGroupID(ctx context.Context, s scope.Scope, name string) 
 	return id, r.settle(s, err)
 }
 
-// Stats sums the calls of every client (installation lookups are not counted).
+// Stats sums the calls of every client: each installation's, the token's, and
+// the App's own (installation lookups). Its RateKnown is false: each identity
+// has its own rate limit.
 func (r *Router) Stats() Stats {
 	r.mu.Lock()
-	clients := make([]*Client, 0, len(r.clients)+1)
+	all := make([]Stats, 0, len(r.clients)+2)
 	for _, c := range r.clients {
-		clients = append(clients, c)
+		all = append(all, c.Stats())
 	}
 	r.mu.Unlock()
 	if r.pat != nil {
-		clients = append(clients, r.pat)
+		all = append(all, r.pat.Stats())
+	}
+	if r.app != nil {
+		all = append(all, r.app.Stats())
 	}
 	var sum Stats
-	for _, c := range clients {
-		st := c.Stats()
+	for _, st := range all {
 		sum.Calls += st.Calls
 		sum.NotModified += st.NotModified
 		sum.RateLimited += st.RateLimited

@@ -101,7 +101,7 @@ func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (Cach
 	url := fmt.Sprintf("%s/actions/runners?per_page=%d&page=%d", path(s), PerPage, page)
 	var list github.Runners
 	var resp *github.Response
-	err := c.call(ctx, fmt.Sprintf("listing runners of %s (page %d)", s, page), func(ctx context.Context) (*github.Response, error) {
+	err := c.meter.call(ctx, OpListRunners, fmt.Sprintf("listing runners of %s (page %d)", s, page), func(ctx context.Context) (*github.Response, error) {
 		req, err := c.gh.NewRequest(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return nil, err
@@ -119,9 +119,7 @@ func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (Cach
 		return CachedPage{}, err
 	}
 	if resp.StatusCode == http.StatusNotModified && haveCached {
-		c.mu.Lock()
-		c.stats.NotModified++
-		c.mu.Unlock()
+		c.meter.notModified()
 		return cached, nil
 	}
 	if resp.StatusCode == http.StatusNotModified {

@@ -1,0 +1,117 @@
+package githubapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v88/github"
+	"k8s.io/utils/clock"
+)
+
+// meter is the rate-limit gate and the call counter of one GitHub identity (an
+// installation, a token, or the App itself). Every call to GitHub passes its gate
+// (call), and every HTTP request, installation-token creation included, passes
+// its counter (transport).
+type meter struct {
+	clock clock.PassiveClock
+
+	mu           sync.Mutex
+	blockedUntil time.Time
+	blockedBy2nd bool // the block comes from a secondary limit
+	stats        Stats
+}
+
+func newMeter(clk clock.PassiveClock) *meter {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &meter{clock: clk}
+}
+
+// Stats counts an identity's calls to GitHub.
+type Stats struct {
+	// Calls counts the HTTP requests sent to GitHub: every API call and page
+	// (304s included), installation-token creations and installation lookups.
+	Calls int
+	// NotModified counts 304 answers, which cost no rate limit.
+	NotModified int
+	// RateLimited counts calls answered with a rate-limit error, and calls refused
+	// locally because the identity was still rate limited.
+	RateLimited int
+	// RateRemaining is the primary rate limit left as the latest answer that
+	// carried X-RateLimit-* headers said; RateKnown is false until one did.
+	RateRemaining int
+	RateKnown     bool
+}
+
+func (m *meter) snapshot() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stats
+}
+
+// call makes one API call of operation op through the gate and maps its error;
+// what says which call it was, for the error's text.
+func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Context) (*github.Response, error)) error {
+	if err := m.gate(); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	resp, err := do(ctx)
+	if resp != nil && resp.Rate.Limit > 0 {
+		m.mu.Lock()
+		m.stats.RateRemaining, m.stats.RateKnown = resp.Rate.Remaining, true
+		m.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, m.classify(op, resp, err))
+	}
+	return nil
+}
+
+// gate refuses to call while the identity is rate limited.
+func (m *meter) gate() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if until := m.blockedUntil; m.clock.Now().Before(until) {
+		m.stats.RateLimited++
+		return &RateLimitError{Reset: until, Local: true, Secondary: m.blockedBy2nd}
+	}
+	return nil
+}
+
+// block closes the gate until e.Reset (or keeps a later block) and returns e.
+func (m *meter) block(e *RateLimitError) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.stats.RateLimited++
+	if e.Reset.After(m.blockedUntil) {
+		m.blockedUntil, m.blockedBy2nd = e.Reset, e.Secondary
+	}
+	return e
+}
+
+func (m *meter) notModified() {
+	m.mu.Lock()
+	m.stats.NotModified++
+	m.mu.Unlock()
+}
+
+// transport returns next with every request it sends counted in Calls.
+func (m *meter) transport(next http.RoundTripper) http.RoundTripper {
+	return counted{next: next, m: m}
+}
+
+type counted struct {
+	next http.RoundTripper
+	m    *meter
+}
+
+func (c counted) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.m.mu.Lock()
+	c.m.stats.Calls++
+	c.m.mu.Unlock()
+	return c.next.RoundTrip(req)
+}
