@@ -27,6 +27,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // Reservations is what the sweeper needs of the reservation store. Active may
@@ -149,32 +150,16 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 		clock: clk, log: log, opts: opts}
 }
 
-// Event is what the sweeper accepts: an EventBridge scheduled event (all pools)
-// or a nudge {"pool":"<name>","jobs":[<id>...],"finished":["<runner pod>"...]}
-// (one pool; package nudge). A nudge's jobs are counted even if the reservation
-// index has not caught up with their deliveries yet; a scheduled sweep counts a
-// reservation written a moment before it one sweep later. A nudge's finished
-// runners are waited for before it sweeps (see awaitRefill).
-type Event struct {
-	Pool       string   `json:"pool"`
-	Jobs       []int64  `json:"jobs,omitempty"`
-	Finished   []string `json:"finished,omitempty"`
-	Source     string   `json:"source"`
-	DetailType string   `json:"detail-type"`
-	// Drain is a teardown command: DrainStart or DrainCancel (drain.go).
-	Drain string `json:"drain,omitempty"`
-}
+// Event is what the sweeper accepts (package sweepevent): a scheduled event (all
+// pools), a nudge (one pool) or a drain command. A nudge's jobs are counted even
+// if the reservation index has not caught up with their deliveries yet; a
+// scheduled sweep counts a reservation written a moment before it one sweep
+// later. A nudge's finished runners are waited for before it sweeps (see
+// awaitRefill).
+type Event = sweepevent.Event
 
-// Report summarises one invocation.
-type Report struct {
-	Swept   []string `json:"swept"`
-	Skipped []string `json:"skipped,omitempty"`
-	Failed  []string `json:"failed,omitempty"`
-	// Draining: a teardown is in progress; Remaining counts, by pool, the runner
-	// objects still in the cluster (answers to drain events only).
-	Draining  bool           `json:"draining,omitempty"`
-	Remaining map[string]int `json:"remaining,omitempty"`
-}
+// Report summarises one invocation (package sweepevent).
+type Report = sweepevent.Report
 
 // Handle serves one invocation. It returns an error when the event is not one it
 // knows, or when a pool could not be swept (the next sweep retries it).

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // TestCompletedOnAPoolRunnerNudgesARefill: a job completed on one of our
@@ -34,19 +34,19 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		name       string
 		persistent bool
 		bodies     [][]byte
-		want       []nudge.Event
+		want       []sweepevent.Event
 	}{
 		{"ephemeral runner of the pool", false, [][]byte{on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
 		{"duplicate delivery", false, [][]byte{on(completed, "octo-bcdfg-0"), on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
 		{"hosted runner", false, [][]byte{[]byte(completed)}, nil},
 		{"another pool's runner", false, [][]byte{on(completed, "elastic-bcdfg-0")},
-			[]nudge.Event{{Pool: "elastic", Finished: []string{"elastic-bcdfg-0"}}}},
+			[]sweepevent.Event{{Pool: "elastic", Finished: []string{"elastic-bcdfg-0"}}}},
 		{"not a runner pod's name", false, [][]byte{on(completed, "octo-bcdfg"), on(completed, "octo-bcdfgh-0")}, nil},
 		{"in_progress", false, [][]byte{on(inProgress, "octo-bcdfg-0")}, nil},
 		{"persistent pool", true, [][]byte{on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -59,7 +59,7 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 					t.Fatalf("status %d %q", resp.StatusCode, resp.Body)
 				}
 			}
-			if !slices.EqualFunc(e.nudger.events, tc.want, func(a, b nudge.Event) bool {
+			if !slices.EqualFunc(e.nudger.events, tc.want, func(a, b sweepevent.Event) bool {
 				return a.Pool == b.Pool && slices.Equal(a.Jobs, b.Jobs) && slices.Equal(a.Finished, b.Finished)
 			}) {
 				t.Fatalf("nudges %+v, want %+v", e.nudger.events, tc.want)

@@ -251,8 +251,8 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
-		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev nudge.Event) error {
-			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: ev.Pool, Jobs: ev.Jobs, Finished: ev.Finished}) })
+		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev sweeper.Event) error {
+			l.wg.Go(func() { l.invoke(ctx, ev) })
 			return nil
 		})))
 	}
