@@ -30,6 +30,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
@@ -251,10 +252,11 @@ func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool,
 	return rp, nil
 }
 
-// runnerPool is the pool whose runners are named like name, or nil.
+// runnerPool is the pool whose runner pods are named like name (package
+// runnername), or nil.
 func (h *Handler) runnerPool(name string) *pool.Pool {
 	for i := range h.pools.Pools {
-		if p := &h.pools.Pools[i]; poolRunner(p.Name, name) {
+		if p := &h.pools.Pools[i]; runnername.IsPodOf(p.Name, name) {
 			return p
 		}
 	}
@@ -277,13 +279,6 @@ func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) (sweepev
 		return sweepevent.Event{Pool: runnerPool.Name, Finished: []string{j.runnerName}}, true
 	}
 	return sweepevent.Event{}, false
-}
-
-// poolRunner reports whether name has the shape of the pool's runners:
-// `<pool>-xxxxx-0` (package runnerpod, which the webhook does not link).
-func poolRunner(pool, name string) bool {
-	rest, ok := strings.CutPrefix(name, pool+"-")
-	return ok && len(rest) == len("xxxxx-0") && strings.HasSuffix(rest, "-0")
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
