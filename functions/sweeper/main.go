@@ -102,7 +102,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	}
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
 	return sweeper.New(pools, store, poolstate.NewStore(db, cfg.TableName),
-		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
+		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts)
 }
 
 // secrets returns the App's private key and the PAT, from Secrets Manager when

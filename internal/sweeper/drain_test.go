@@ -66,8 +66,11 @@ pools:
 	rec := &decisions{pools: map[string]*pool.Pool{}, d: map[string]scaling.Decision{}}
 	mark := poolstate.NewDrainMark(db, name)
 	rs := reservation.New(db, name, clk)
-	s := sweeper.New(cfg, rs, poolstate.NewStore(db, name), poolstate.NewLeases(db, name, clk, 30*time.Second), rec, clk, nil,
+	s, err := sweeper.New(cfg, rs, poolstate.NewStore(db, name), poolstate.NewLeases(db, name, clk, 30*time.Second), rec, clk, nil,
 		sweeper.Options{Removed: &removedFinder{}, Drain: mark})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return s, rec, rs, mark
 }
 

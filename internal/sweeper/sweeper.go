@@ -120,11 +120,15 @@ type Sweeper struct {
 	opts         Options
 }
 
-// New returns a sweeper. reconciler may be nil: the sweeper then decides and
-// records desired counts without touching Kubernetes. clk also times the lease:
-// its renewals and its holder's deadline.
+// New returns a sweeper, or an error naming each missing dependency and each
+// option Options.Validate rejects. reconciler may be nil: the sweeper then
+// decides and records desired counts without touching Kubernetes. clk also times
+// the lease: its renewals and its holder's deadline.
 func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, reconciler Reconciler,
-	clk clock.Clock, log *slog.Logger, opts Options) *Sweeper {
+	clk clock.Clock, log *slog.Logger, opts Options) (*Sweeper, error) {
+	if err := required(pools, rs, status, leases, clk, opts); err != nil {
+		return nil, err
+	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 4
 	}
@@ -147,7 +151,7 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Sweeper{pools: pools, reservations: rs, status: status, leases: leases, reconciler: reconciler,
-		clock: clk, log: log, opts: opts}
+		clock: clk, log: log, opts: opts}, nil
 }
 
 // Event is what the sweeper accepts (package sweepevent): a scheduled event (all

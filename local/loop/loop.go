@@ -390,8 +390,11 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
 	}
-	l.sweeper.Store(sweeper.New(cfg, store, l.status,
-		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts))
+	s, err := sweeper.New(cfg, store, l.status, poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts)
+	if err != nil {
+		return err
+	}
+	l.sweeper.Store(s)
 	l.pools.Store(cfg)
 	return nil
 }
