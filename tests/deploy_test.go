@@ -115,8 +115,12 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	return sweeper.New(cfg, d.rs, poolstate.NewStore(d.db, d.table), poolstate.NewLeases(d.db, d.table, clk, 30*time.Second),
+	s, err := sweeper.New(cfg, d.rs, poolstate.NewStore(d.db, d.table), poolstate.NewLeases(d.db, d.table, clk, 30*time.Second),
 		rec, clk, nil, sweeper.Options{Removed: rec, Drain: poolstate.NewDrainMark(d.db, d.table)})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return s
 }
 
 func (d *deployment) queue(pools ...string) {

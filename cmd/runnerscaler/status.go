@@ -9,11 +9,11 @@ import (
 	"strconv"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -141,12 +141,9 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	if err != nil {
 		return nil, err
 	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = f.kubeconfig
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
-		&clientcmd.ConfigOverrides{CurrentContext: f.kubeContext}).ClientConfig()
+	restCfg, err := kube.FromOperatorKubeconfig(f.kubeconfig, f.kubeContext)
 	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		return nil, err
 	}
 	kc, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {

@@ -76,8 +76,10 @@ func newWorld(t *testing.T, poolsYAML string, withRunners bool) *world {
 	if withRunners {
 		rec = w.reconciler()
 	}
-	w.sweeper = sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
-		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), rec, w.clock, nil, sweeper.Options{})
+	if w.sweeper, err = sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
+		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), rec, w.clock, nil, sweeper.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	// The command's own AWS credentials: the local stack accepts any.
 	t.Setenv("AWS_ACCESS_KEY_ID", "local")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
@@ -457,9 +459,12 @@ pools:
 	}
 	mustContain(t, w.status(), "webhook: deliveries not checked yet")
 
-	s := sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
+	s, err := sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
 		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), nil, w.clock, nil,
 		sweeper.Options{Recoverer: redeliver.New(app, w.clock, 0, nil), DeliveryLog: deliverylog.NewStore(w.db, w.table)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Handle(t.Context(), sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package awsconf builds the AWS clients the functions use and fetches their
-// secrets. Values come from the function's environment (read by the mains); the
+// secrets. Values come from the function's environment (read by the wiring); the
 // local stack overrides the DynamoDB endpoint and passes secrets in plain text.
 package awsconf
 

@@ -1,6 +1,6 @@
-// Package kube builds the sweeper's Kubernetes client: from a kubeconfig on the
-// local stack (the EKS path — cluster endpoint, CA and an aws-iam-authenticator
-// token — comes with the AWS wiring).
+// Package kube builds Kubernetes clients: the sweeper's, from a kubeconfig on the
+// local stack or for EKS (cluster endpoint, CA and an aws-iam-authenticator
+// token), and the operator's, from their own kubeconfig.
 package kube
 
 import (
@@ -16,6 +16,20 @@ func FromKubeconfig(path string) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// FromOperatorKubeconfig loads the operator's kubeconfig the way kubectl does:
+// path when set, else KUBECONFIG, else ~/.kube/config; in context, when set,
+// else the current one.
+func FromOperatorKubeconfig(path, context string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules,
+		&clientcmd.ConfigOverrides{CurrentContext: context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return cfg, nil
 }

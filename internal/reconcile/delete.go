@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -191,7 +191,7 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
 	name := pod.Labels[runnerpod.LabelRunner]
 	if name == "" {
-		name = strings.TrimSuffix(pod.Name, "-0")
+		name = runnername.FromPod(pod.Name)
 	}
 	requested := pod.Annotations[runnerpod.AnnotationUnregistrationRequest]
 	if requested == "" {

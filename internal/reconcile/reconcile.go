@@ -94,13 +94,13 @@ type built struct {
 }
 
 // New returns a reconciler for the pools of cfg; it fails when a pool's pod
-// template is invalid.
+// template is invalid, or Options.Validate rejects opts.
 func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.PassiveClock, log *slog.Logger, opts Options) (*Reconciler, error) {
 	if err := runnerpod.Validate(cfg); err != nil {
 		return nil, err
 	}
-	if opts.JobLinks == nil {
-		return nil, errors.New("reconcile: Options.JobLinks is required: without the job↔runner link a busy runner could be removed")
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	if opts.IdleConfirmation <= 0 {
 		opts.IdleConfirmation = DefaultIdleConfirmation

@@ -9,7 +9,6 @@ package runnerpod
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -26,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
 )
 
 // Labels and annotations. The graceful-stop keys are ARC's, so an ARC user
@@ -240,20 +240,13 @@ func nodeJSON(node *yaml.Node) ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// NewName returns a fresh runner name for the pool: `<pool>-xxxxx`, like a
-// generateName; its pod (and GitHub runner) is `<name>-0`.
-func NewName(pool string) string {
-	const alphabet = "bcdfghjklmnpqrstvwxz2456789" // Kubernetes' generateName alphabet
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return pool + "-" + string(b)
-}
+// NewName returns a fresh runner name for the pool: `<pool>-xxxxx`, the name of
+// its StatefulSet and Secret (package runnername).
+func NewName(pool string) string { return runnername.New(pool) }
 
-// PodName is the name of the runner's only pod, and of its GitHub runner.
-func PodName(name string) string { return name + "-0" }
+// PodName is the name of the runner's only pod, and of its GitHub runner
+// (package runnername).
+func PodName(name string) string { return runnername.Pod(name) }
 
 // Credentials are what the runner registers with: a JIT config, or a registration token.
 type Credentials struct {

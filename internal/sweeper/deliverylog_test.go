@@ -61,8 +61,11 @@ func TestScheduledSweepRecordsFailedDeliveries(t *testing.T) {
 	store := deliverylog.NewStore(e.db, e.table)
 	sweep := func(rec sweeper.Recoverer, ev sweeper.Event) {
 		t.Helper()
-		s := sweeper.New(mustPools(t), e.rs, e.status, e.leases, nil, e.clock, nil,
+		s, err := sweeper.New(mustPools(t), e.rs, e.status, e.leases, nil, e.clock, nil,
 			sweeper.Options{Recoverer: rec, DeliveryLog: store})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := s.Handle(t.Context(), ev); err != nil {
 			t.Fatal(err)
 		}
@@ -105,8 +108,11 @@ func TestDeliveryLogWriteFailureDoesNotFailTheSweep(t *testing.T) {
 	e := newEnv(t, nil)
 	e.queue(t, "octo", 1)
 	log := &failingLog{}
-	s := sweeper.New(mustPools(t), e.rs, e.status, e.leases, nil, e.clock, nil,
+	s, err := sweeper.New(mustPools(t), e.rs, e.status, e.leases, nil, e.clock, nil,
 		sweeper.Options{Recoverer: seen{clock: e.clock, u: redeliver.Undelivered{ByStatus: map[int]int{}}}, DeliveryLog: log})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r, err := s.Handle(t.Context(), scheduled)
 	if err != nil || len(r.Swept) != 2 || log.calls != 1 {
 		t.Fatalf("report %+v, err %v, %d writes; want both pools swept despite the failed write", r, err, log.calls)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // RemovedPools finds runners that no configured pool owns (reconcile.Reconciler).
@@ -27,31 +28,22 @@ type DrainMark interface {
 	SetDraining(ctx context.Context, on bool, now time.Time) error
 }
 
-// Drain events: {"drain":"start"} marks the deployment as being torn down and
-// sweeps every pool, configured or removed, down to zero runners through the
-// graceful stop; its report says what is left (pools that failed or were
-// skipped are listed, not an error). Repeat it until nothing is.
-// {"drain":"cancel"} ends the teardown: the pools scale as configured again.
-const (
-	DrainStart  = "start"
-	DrainCancel = "cancel"
-)
-
-// drain serves a drain event.
+// drain serves a drain event (sweepevent.DrainStart, sweepevent.DrainCancel):
+// a drain sweeps every pool, configured or removed, down to zero runners.
 func (s *Sweeper) drain(ctx context.Context, action, holder string) (Report, error) {
 	if s.opts.Drain == nil {
 		return Report{}, fmt.Errorf("drain %q: this sweeper has no drain mark configured", action)
 	}
 	switch action {
-	case DrainCancel:
+	case sweepevent.DrainCancel:
 		if err := s.opts.Drain.SetDraining(ctx, false, s.clock.Now()); err != nil {
 			return Report{}, err
 		}
 		s.log.InfoContext(ctx, "teardown cancelled: pools scale as configured again")
 		return Report{}, nil
-	case DrainStart:
+	case sweepevent.DrainStart:
 	default:
-		return Report{}, fmt.Errorf("drain %q: want %q or %q", action, DrainStart, DrainCancel)
+		return Report{}, fmt.Errorf("drain %q: want %q or %q", action, sweepevent.DrainStart, sweepevent.DrainCancel)
 	}
 	if err := s.opts.Drain.SetDraining(ctx, true, s.clock.Now()); err != nil {
 		return Report{}, err

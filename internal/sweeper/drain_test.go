@@ -15,6 +15,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
 )
 
@@ -65,8 +66,11 @@ pools:
 	rec := &decisions{pools: map[string]*pool.Pool{}, d: map[string]scaling.Decision{}}
 	mark := poolstate.NewDrainMark(db, name)
 	rs := reservation.New(db, name, clk)
-	s := sweeper.New(cfg, rs, poolstate.NewStore(db, name), poolstate.NewLeases(db, name, clk, 30*time.Second), rec, clk, nil,
+	s, err := sweeper.New(cfg, rs, poolstate.NewStore(db, name), poolstate.NewLeases(db, name, clk, 30*time.Second), rec, clk, nil,
 		sweeper.Options{Removed: &removedFinder{}, Drain: mark})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return s, rec, rs, mark
 }
 
@@ -88,7 +92,7 @@ func TestDrainHoldsEveryPathAtZero(t *testing.T) {
 	if rec.d["a"].Desired != 2 || rec.d["gone"].Desired != 0 || !rec.pools["gone"].IsDraining() {
 		t.Fatalf("decisions %v: want a at 2 (min 1 + 1 queued) and the removed pool drained", rec.d)
 	}
-	r, err := s.Handle(ctx, sweeper.Event{Drain: sweeper.DrainStart})
+	r, err := s.Handle(ctx, sweeper.Event{Drain: sweepevent.DrainStart})
 	if err != nil || !r.Draining || len(r.Swept) != 2 {
 		t.Fatalf("drain: %+v, %v; want both pools swept", r, err)
 	}
@@ -101,7 +105,7 @@ func TestDrainHoldsEveryPathAtZero(t *testing.T) {
 			t.Fatalf("event %+v during the drain: pool a decided %d (draining %v), want 0", ev, d.Desired, rec.pools["a"].IsDraining())
 		}
 	}
-	if _, err := s.Handle(ctx, sweeper.Event{Drain: sweeper.DrainCancel}); err != nil {
+	if _, err := s.Handle(ctx, sweeper.Event{Drain: sweepevent.DrainCancel}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Handle(ctx, scheduled); err != nil {

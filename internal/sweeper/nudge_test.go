@@ -55,7 +55,9 @@ func newLaggingEnv(t *testing.T, rec sweeper.Reconciler, hidden ...int64) *env {
 	}
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
 		leases: poolstate.NewLeases(db, name, clk, 30*time.Second), clock: clk}
-	e.sweeper = sweeper.New(cfg, reservation.New(lag, name, clk), e.status, e.leases, rec, clk, nil, sweeper.Options{})
+	if e.sweeper, err = sweeper.New(cfg, reservation.New(lag, name, clk), e.status, e.leases, rec, clk, nil, sweeper.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

@@ -69,7 +69,10 @@ func TestRedeliveriesAreCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := sweeper.New(cfg, e.rs, e.status, e.leases, nil, e.clock, nil, sweeper.Options{Recoverer: redelivering(2), Metrics: metrics})
+	s, err := sweeper.New(cfg, e.rs, e.status, e.leases, nil, e.clock, nil, sweeper.Options{Recoverer: redelivering(2), Metrics: metrics})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.Handle(t.Context(), sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}); err != nil {
 		t.Fatal(err)
 	}

@@ -74,8 +74,10 @@ func newRefillEnv(t *testing.T, rec sweeper.Reconciler, wait, poll time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.sweeper = sweeper.New(cfg, e.rs, e.status, e.leases, rec, e.clock, nil,
-		sweeper.Options{RefillWait: wait, RefillPoll: poll})
+	if e.sweeper, err = sweeper.New(cfg, e.rs, e.status, e.leases, rec, e.clock, nil,
+		sweeper.Options{RefillWait: wait, RefillPoll: poll}); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // Reservations is what the sweeper needs of the reservation store. Active may
@@ -119,11 +120,15 @@ type Sweeper struct {
 	opts         Options
 }
 
-// New returns a sweeper. reconciler may be nil: the sweeper then decides and
-// records desired counts without touching Kubernetes. clk also times the lease:
-// its renewals and its holder's deadline.
+// New returns a sweeper, or an error naming each missing dependency and each
+// option Options.Validate rejects. reconciler may be nil: the sweeper then
+// decides and records desired counts without touching Kubernetes. clk also times
+// the lease: its renewals and its holder's deadline.
 func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, reconciler Reconciler,
-	clk clock.Clock, log *slog.Logger, opts Options) *Sweeper {
+	clk clock.Clock, log *slog.Logger, opts Options) (*Sweeper, error) {
+	if err := required(pools, rs, status, leases, clk, opts); err != nil {
+		return nil, err
+	}
 	if opts.Parallelism <= 0 {
 		opts.Parallelism = 4
 	}
@@ -146,35 +151,19 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolst
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Sweeper{pools: pools, reservations: rs, status: status, leases: leases, reconciler: reconciler,
-		clock: clk, log: log, opts: opts}
+		clock: clk, log: log, opts: opts}, nil
 }
 
-// Event is what the sweeper accepts: an EventBridge scheduled event (all pools)
-// or a nudge {"pool":"<name>","jobs":[<id>...],"finished":["<runner pod>"...]}
-// (one pool; package nudge). A nudge's jobs are counted even if the reservation
-// index has not caught up with their deliveries yet; a scheduled sweep counts a
-// reservation written a moment before it one sweep later. A nudge's finished
-// runners are waited for before it sweeps (see awaitRefill).
-type Event struct {
-	Pool       string   `json:"pool"`
-	Jobs       []int64  `json:"jobs,omitempty"`
-	Finished   []string `json:"finished,omitempty"`
-	Source     string   `json:"source"`
-	DetailType string   `json:"detail-type"`
-	// Drain is a teardown command: DrainStart or DrainCancel (drain.go).
-	Drain string `json:"drain,omitempty"`
-}
+// Event is what the sweeper accepts (package sweepevent): a scheduled event (all
+// pools), a nudge (one pool) or a drain command. A nudge's jobs are counted even
+// if the reservation index has not caught up with their deliveries yet; a
+// scheduled sweep counts a reservation written a moment before it one sweep
+// later. A nudge's finished runners are waited for before it sweeps (see
+// awaitRefill).
+type Event = sweepevent.Event
 
-// Report summarises one invocation.
-type Report struct {
-	Swept   []string `json:"swept"`
-	Skipped []string `json:"skipped,omitempty"`
-	Failed  []string `json:"failed,omitempty"`
-	// Draining: a teardown is in progress; Remaining counts, by pool, the runner
-	// objects still in the cluster (answers to drain events only).
-	Draining  bool           `json:"draining,omitempty"`
-	Remaining map[string]int `json:"remaining,omitempty"`
-}
+// Report summarises one invocation (package sweepevent).
+type Report = sweepevent.Report
 
 // Handle serves one invocation. It returns an error when the event is not one it
 // knows, or when a pool could not be swept (the next sweep retries it).

@@ -58,7 +58,9 @@ func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(poolstate.API) p
 	clk := clocktesting.NewFakeClock(t0)
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
 		leases: poolstate.NewLeases(wrap(db), name, clk, 30*time.Second, opts...), clock: clk, db: db, table: name}
-	e.sweeper = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{})
+	if e.sweeper, err = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{}); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 

@@ -1,6 +1,6 @@
 // Package teardown drains a deployment before it is removed: it asks the
-// deployed sweeper, again and again, to drain every pool (the drain event of
-// package sweeper) until the sweeper reports no runner object left in the
+// deployed sweeper, again and again, to drain every pool (the drain command of
+// package sweepevent) until the sweeper reports no runner object left in the
 // cluster, so that `sam delete` leaves nothing behind — no StatefulSet, pod or
 // Secret in the runner namespaces, no runner registered on GitHub. Busy runners
 // are stopped the way a scale-down stops them: after their job.
@@ -18,7 +18,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // Invoker runs the sweeper synchronously with a JSON event and returns its
@@ -50,7 +50,7 @@ var ErrNotDrained = errors.New("teardown: runners are still left")
 // runners — until Cancel.
 func (d *Drainer) Drain(ctx context.Context) error {
 	for round := 1; ; round++ {
-		r, err := d.sweep(ctx, sweeper.DrainStart)
+		r, err := d.sweep(ctx, sweepevent.DrainStart)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return fmt.Errorf("%w: %w", ErrNotDrained, err)
@@ -72,19 +72,19 @@ func (d *Drainer) Drain(ctx context.Context) error {
 
 // Cancel ends a teardown: the pools scale as configured again.
 func (d *Drainer) Cancel(ctx context.Context) error {
-	_, err := d.sweep(ctx, sweeper.DrainCancel)
+	_, err := d.sweep(ctx, sweepevent.DrainCancel)
 	return err
 }
 
-func (d *Drainer) sweep(ctx context.Context, action string) (sweeper.Report, error) {
-	ev, _ := json.Marshal(sweeper.Event{Drain: action})
+func (d *Drainer) sweep(ctx context.Context, action string) (sweepevent.Report, error) {
+	ev, _ := json.Marshal(sweepevent.Event{Drain: action})
 	raw, err := d.inv.Invoke(ctx, ev)
 	if err != nil {
-		return sweeper.Report{}, fmt.Errorf("invoking the sweeper (drain %s): %w", action, err)
+		return sweepevent.Report{}, fmt.Errorf("invoking the sweeper (drain %s): %w", action, err)
 	}
-	var r sweeper.Report
+	var r sweepevent.Report
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return sweeper.Report{}, fmt.Errorf("the sweeper's answer %.200q: %w", raw, err)
+		return sweepevent.Report{}, fmt.Errorf("the sweeper's answer %.200q: %w", raw, err)
 	}
 	return r, nil
 }

@@ -10,13 +10,13 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 // script answers each invocation with the next report or error.
 type script struct {
-	answers []any // sweeper.Report or error
+	answers []any // sweepevent.Report or error
 	events  []string
 }
 
@@ -44,10 +44,10 @@ func TestDrainEndsOnlyWhenNothingIsLeft(t *testing.T) {
 	t.Parallel()
 	s := &script{answers: []any{
 		errors.New("Unhandled: throttled"),
-		sweeper.Report{Draining: true, Remaining: map[string]int{"a": 3}},
-		sweeper.Report{Draining: true, Skipped: []string{"a"}},
-		sweeper.Report{Draining: true, Failed: []string{"b"}},
-		sweeper.Report{Draining: true},
+		sweepevent.Report{Draining: true, Remaining: map[string]int{"a": 3}},
+		sweepevent.Report{Draining: true, Skipped: []string{"a"}},
+		sweepevent.Report{Draining: true, Failed: []string{"b"}},
+		sweepevent.Report{Draining: true},
 	}}
 	var out strings.Builder
 	if err := drainer(s, &out).Drain(t.Context()); err != nil {
@@ -57,7 +57,7 @@ func TestDrainEndsOnlyWhenNothingIsLeft(t *testing.T) {
 		t.Fatalf("%d rounds, want 5:\n%s", len(s.events), out.String())
 	}
 	for _, ev := range s.events {
-		if ev != `{"pool":"","source":"","detail-type":"","drain":"start"}` {
+		if ev != `{"pool":"","drain":"start"}` {
 			t.Fatalf("event %s, want a drain start", ev)
 		}
 	}
@@ -70,7 +70,7 @@ func TestDrainEndsOnlyWhenNothingIsLeft(t *testing.T) {
 
 func TestDrainGivesUpWhenTheContextEnds(t *testing.T) {
 	t.Parallel()
-	s := &script{answers: []any{sweeper.Report{Draining: true, Remaining: map[string]int{"busy": 1}}}}
+	s := &script{answers: []any{sweepevent.Report{Draining: true, Remaining: map[string]int{"busy": 1}}}}
 	var out strings.Builder
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
@@ -82,7 +82,7 @@ func TestDrainGivesUpWhenTheContextEnds(t *testing.T) {
 
 func TestCancelSendsCancel(t *testing.T) {
 	t.Parallel()
-	s := &script{answers: []any{sweeper.Report{}}}
+	s := &script{answers: []any{sweepevent.Report{}}}
 	var out strings.Builder
 	if err := drainer(s, &out).Cancel(t.Context()); err != nil {
 		t.Fatal(err)

@@ -28,9 +28,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
-	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // DefaultMaxBody caps the request body. workflow_job payloads are tens of KB (GitHub
@@ -48,7 +49,7 @@ type Recorder interface {
 // event (package nudge). An error is logged; it never fails the delivery, since
 // the sweeper's schedule is the backstop.
 type Nudger interface {
-	Nudge(ctx context.Context, ev nudge.Event) error
+	Nudge(ctx context.Context, ev sweepevent.Event) error
 }
 
 // Handler handles webhook deliveries. Build it with New.
@@ -251,10 +252,11 @@ func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool,
 	return rp, nil
 }
 
-// runnerPool is the pool whose runners are named like name, or nil.
+// runnerPool is the pool whose runner pods are named like name (package
+// runnername), or nil.
 func (h *Handler) runnerPool(name string) *pool.Pool {
 	for i := range h.pools.Pools {
-		if p := &h.pools.Pools[i]; poolRunner(p.Name, name) {
+		if p := &h.pools.Pools[i]; runnername.IsPodOf(p.Name, name) {
 			return p
 		}
 	}
@@ -269,25 +271,18 @@ func (h *Handler) runnerPool(name string) *pool.Pool {
 // runner's container to exit, and sweeps only while jobs wait for the pool or a
 // named runner is being stopped). A job completed on no runner of ours, and an
 // in_progress one, nudge nobody.
-func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) (nudge.Event, bool) {
+func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) (sweepevent.Event, bool) {
 	switch {
 	case state == reservation.Queued && p != nil:
-		return nudge.Event{Pool: p.Name, Jobs: []int64{j.id}}, true
+		return sweepevent.Event{Pool: p.Name, Jobs: []int64{j.id}}, true
 	case state == reservation.Completed && runnerPool != nil:
-		return nudge.Event{Pool: runnerPool.Name, Finished: []string{j.runnerName}}, true
+		return sweepevent.Event{Pool: runnerPool.Name, Finished: []string{j.runnerName}}, true
 	}
-	return nudge.Event{}, false
-}
-
-// poolRunner reports whether name has the shape of the pool's runners:
-// `<pool>-xxxxx-0` (package runnerpod, which the webhook does not link).
-func poolRunner(pool, name string) bool {
-	rest, ok := strings.CutPrefix(name, pool+"-")
-	return ok && len(rest) == len("xxxxx-0") && strings.HasSuffix(rest, "-0")
+	return sweepevent.Event{}, false
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
-func (h *Handler) nudge(ctx context.Context, ev nudge.Event) slog.Attr {
+func (h *Handler) nudge(ctx context.Context, ev sweepevent.Event) slog.Attr {
 	if h.nudger == nil {
 		return slog.String("nudge", "off")
 	}

@@ -28,9 +28,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
@@ -81,11 +81,11 @@ func signSHA1(body []byte, key string) string {
 type recordingNudger struct {
 	mu     sync.Mutex
 	pools  []string
-	events []nudge.Event
+	events []sweepevent.Event
 	err    error
 }
 
-func (n *recordingNudger) Nudge(_ context.Context, ev nudge.Event) error {
+func (n *recordingNudger) Nudge(_ context.Context, ev sweepevent.Event) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.pools = append(n.pools, ev.Pool)

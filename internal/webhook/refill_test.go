@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // TestCompletedOnAPoolRunnerNudgesARefill: a job completed on one of our
@@ -26,6 +27,9 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		}
 		return []byte(strings.Replace(payload, `"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
 	}
+	// Runner pods named as the sweeper names them, and names of other shapes.
+	octo, elastic := runnername.Pod(runnername.New("octo")), runnername.Pod(runnername.New("elastic"))
+	octoRunner, octoLonger := runnername.FromPod(octo), runnername.Pod(runnername.New("octo")+"b")
 	persistent, err := pool.Parse([]byte(strings.Replace(pools, "maxReplicas: 5\n", "maxReplicas: 5\n    ephemeral: false\n", 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -34,19 +38,19 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		name       string
 		persistent bool
 		bodies     [][]byte
-		want       []nudge.Event
+		want       []sweepevent.Event
 	}{
-		{"ephemeral runner of the pool", false, [][]byte{on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
-		{"duplicate delivery", false, [][]byte{on(completed, "octo-bcdfg-0"), on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
+		{"ephemeral runner of the pool", false, [][]byte{on(completed, octo)},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{octo}}}},
+		{"duplicate delivery", false, [][]byte{on(completed, octo), on(completed, octo)},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{octo}}}},
 		{"hosted runner", false, [][]byte{[]byte(completed)}, nil},
-		{"another pool's runner", false, [][]byte{on(completed, "elastic-bcdfg-0")},
-			[]nudge.Event{{Pool: "elastic", Finished: []string{"elastic-bcdfg-0"}}}},
-		{"not a runner pod's name", false, [][]byte{on(completed, "octo-bcdfg"), on(completed, "octo-bcdfgh-0")}, nil},
-		{"in_progress", false, [][]byte{on(inProgress, "octo-bcdfg-0")}, nil},
-		{"persistent pool", true, [][]byte{on(completed, "octo-bcdfg-0")},
-			[]nudge.Event{{Pool: "octo", Finished: []string{"octo-bcdfg-0"}}}},
+		{"another pool's runner", false, [][]byte{on(completed, elastic)},
+			[]sweepevent.Event{{Pool: "elastic", Finished: []string{elastic}}}},
+		{"not a runner pod's name", false, [][]byte{on(completed, octoRunner), on(completed, octoLonger)}, nil},
+		{"in_progress", false, [][]byte{on(inProgress, octo)}, nil},
+		{"persistent pool", true, [][]byte{on(completed, octo)},
+			[]sweepevent.Event{{Pool: "octo", Finished: []string{octo}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -59,7 +63,7 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 					t.Fatalf("status %d %q", resp.StatusCode, resp.Body)
 				}
 			}
-			if !slices.EqualFunc(e.nudger.events, tc.want, func(a, b nudge.Event) bool {
+			if !slices.EqualFunc(e.nudger.events, tc.want, func(a, b sweepevent.Event) bool {
 				return a.Pool == b.Pool && slices.Equal(a.Jobs, b.Jobs) && slices.Equal(a.Finished, b.Finished)
 			}) {
 				t.Fatalf("nudges %+v, want %+v", e.nudger.events, tc.want)
@@ -101,13 +105,14 @@ func TestDeliveriesLinkTheRunnerToItsJob(t *testing.T) {
 		}
 		return out
 	}
-	deliver(unrouted(on(inProgress, "elastic-bcdfg-0")))
-	if got := states("elastic-bcdfg-0"); !slices.Equal(got, []reservation.State{reservation.InProgress}) {
+	runner := runnername.Pod(runnername.New("elastic"))
+	deliver(unrouted(on(inProgress, runner)))
+	if got := states(runner); !slices.Equal(got, []reservation.State{reservation.InProgress}) {
 		t.Fatalf("links %v after in_progress, want one in_progress", got)
 	}
-	deliver(unrouted(on(completed, "elastic-bcdfg-0")))
-	deliver(unrouted(on(inProgress, "elastic-bcdfg-0"))) // late redelivery: changes nothing
-	if got := states("elastic-bcdfg-0"); !slices.Equal(got, []reservation.State{reservation.Completed}) {
+	deliver(unrouted(on(completed, runner)))
+	deliver(unrouted(on(inProgress, runner))) // late redelivery: changes nothing
+	if got := states(runner); !slices.Equal(got, []reservation.State{reservation.Completed}) {
 		t.Fatalf("links %v after completed and a late in_progress, want one completed", got)
 	}
 	deliver([]byte(inProgress))

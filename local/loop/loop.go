@@ -251,8 +251,8 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
-		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev nudge.Event) error {
-			l.wg.Go(func() { l.invoke(ctx, sweeper.Event{Pool: ev.Pool, Jobs: ev.Jobs, Finished: ev.Finished}) })
+		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev sweeper.Event) error {
+			l.wg.Go(func() { l.invoke(ctx, ev) })
 			return nil
 		})))
 	}
@@ -390,8 +390,11 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
 	}
-	l.sweeper.Store(sweeper.New(cfg, store, l.status,
-		poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts))
+	s, err := sweeper.New(cfg, store, l.status, poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts)
+	if err != nil {
+		return err
+	}
+	l.sweeper.Store(s)
 	l.pools.Store(cfg)
 	return nil
 }

@@ -1,0 +1,39 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+)
+
+// Validate reports, by field name, the options New cannot use: a missing
+// JobLinks (without the job↔runner link a busy runner could be removed), a
+// negative duration (zero takes the default), and a GitHubURL that is not an
+// absolute http(s) URL.
+func (o Options) Validate() error {
+	var errs []error
+	if o.JobLinks == nil {
+		errs = append(errs, errors.New("Options.JobLinks is required: without the job↔runner link a busy runner could be removed"))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"RegistrationTimeout", o.RegistrationTimeout}, {"RecreationDelay", o.RecreationDelay},
+		{"CleanupInterval", o.CleanupInterval}, {"OrphanGrace", o.OrphanGrace}, {"IdleConfirmation", o.IdleConfirmation},
+	} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s is %s: want 0 (the default) or more", f.name, f.d))
+		}
+	}
+	if o.GitHubURL != "" {
+		if u, err := url.Parse(o.GitHubURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("Options.GitHubURL %q is not an http(s) URL", o.GitHubURL))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("reconcile options: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package sweeper
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+)
+
+// Validate reports, by field name, the settings New cannot use: a negative
+// count or duration (zero takes the default), and a DeliveryLog without the
+// Recoverer whose findings it records.
+func (o Options) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"Parallelism", o.Parallelism}, {"MaxRounds", o.MaxRounds}} {
+		if f.n < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s is %d: want 0 (the default) or more", f.name, f.n))
+		}
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"ExtendWithin", o.ExtendWithin}, {"MaxWait", o.MaxWait}, {"RefillWait", o.RefillWait}, {"RefillPoll", o.RefillPoll}} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("Options.%s is %s: want 0 (the default) or more", f.name, f.d))
+		}
+	}
+	if o.DeliveryLog != nil && o.Recoverer == nil {
+		errs = append(errs, errors.New("Options.DeliveryLog is set without Options.Recoverer: nothing would ever be recorded"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sweeper options: %w", err)
+	}
+	return nil
+}
+
+// required checks New's arguments: every dependency but the reconciler and the
+// logger, and the options.
+func required(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, clk clock.Clock, opts Options) error {
+	var errs []error
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{{"pools", pools == nil}, {"reservations", rs == nil}, {"status", status == nil}, {"leases", leases == nil}, {"clock", clk == nil}} {
+		if dep.missing {
+			errs = append(errs, fmt.Errorf("sweeper: %s is required", dep.name))
+		}
+	}
+	return errors.Join(append(errs, opts.Validate())...)
+}
