@@ -16,10 +16,12 @@ import (
 // GitHub. The pool may tune both; the kubelet kills the container when the pod's
 // terminationGracePeriodSeconds runs out, and a job killed then is never reported.
 const (
+	// EnvGracefulStop: seconds a running job may take to finish after SIGTERM.
 	EnvGracefulStop = "RUNNER_GRACEFUL_STOP_TIMEOUT"
-	EnvStopSettle   = "RUNNER_STOP_SETTLE_MS"
+	// EnvStopSettle: milliseconds the entrypoint looks for a job handed over at the stop.
+	EnvStopSettle = "RUNNER_STOP_SETTLE_MS"
 	// DefaultGracefulStop and DefaultStopSettleMS are the entrypoint's defaults,
-	// written into the runner's environment when the template sets neither.
+	// each written into the runner's environment when the template does not set it.
 	DefaultGracefulStop = 15
 	DefaultStopSettleMS = 1000
 	// RunnerShutdownSeconds is what the runner gets, after the entrypoint's wait,
@@ -27,9 +29,10 @@ const (
 	RunnerShutdownSeconds = 15
 )
 
-// StopSeconds is the shortest terminationGracePeriodSeconds under which a
-// runner's stop is never cut short: the wait for a job, twice the settling time
-// (rounded up to seconds) and RunnerShutdownSeconds.
+// StopSeconds is the shortest terminationGracePeriodSeconds a runner pod gets:
+// the longest the entrypoint takes from SIGTERM to telling the runner to stop
+// (the wait for a job and twice the settling time, rounded up to seconds), and
+// RunnerShutdownSeconds.
 func StopSeconds(gracefulStop, settleMS int64) int64 {
 	return gracefulStop + 2*((settleMS+999)/1000) + RunnerShutdownSeconds
 }
