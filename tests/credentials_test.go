@@ -163,7 +163,7 @@ func newCredWorld(t *testing.T, image string, ephemeral bool) *credWorld {
 		t.Fatal(err)
 	}
 	tmpl, _ := json.Marshal(map[string]any{"spec": map[string]any{
-		"hostNetwork": true, "dnsPolicy": "Default", "terminationGracePeriodSeconds": 5,
+		"hostNetwork": true, "dnsPolicy": "Default",
 		"containers": []any{map[string]any{"name": "runner", "image": image, "imagePullPolicy": "Never",
 			"resources": map[string]any{"requests": map[string]string{"cpu": "10m", "memory": "24Mi"}},
 			"env":       []any{map[string]string{"name": "RUNNER_GRACEFUL_STOP_TIMEOUT", "value": "2"}}}},

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -63,12 +64,17 @@ const (
 )
 
 // Template decodes the pool's pod template strictly (an unknown field is an error
-// with its path, e.g. `spec.containers[0].imagee`), applies the image shorthand and
-// the docker options, and checks that it has a `runner` container.
+// with its path, e.g. `spec.containers[0].imagee`), refuses what only the
+// runnerscaler may set (see ownedByUs), applies the image shorthand and the docker
+// options, checks that it has a `runner` container, and sets the graceful stop's
+// timing (see stopTiming) and the credentials' protection (see protectCredentials).
 func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	var tmpl corev1.PodTemplateSpec
 	if p.Kubernetes.Template.Kind != 0 {
 		if err := decodeStrict(&p.Kubernetes.Template, &tmpl); err != nil {
+			return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+		}
+		if err := ownedByUs(tmpl); err != nil {
 			return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 		}
 	}
@@ -94,6 +100,9 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways // the only policy a StatefulSet accepts
 	}
 	addDocker(p, &tmpl)
+	if err := stopTiming(&tmpl.Spec); err != nil {
+		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+	}
 	protectCredentials(&tmpl.Spec)
 	return tmpl, nil
 }
@@ -106,6 +115,13 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 //     runner user, cannot read. A template that chooses a user (runAsUser, or
 //     runAsNonRoot, in the pod's or the container's securityContext) keeps it; the
 //     entrypoint then warns that the credentials are not protected;
+//   - no process of the runner container gains privileges through a setuid
+//     binary or file capabilities (allowPrivilegeEscalation false: a sudo rule
+//     would otherwise make a job root, who reads the credentials), unless the
+//     template sets the field, or the container is privileged or adds
+//     CAP_SYS_ADMIN, which the API server refuses together with it (dockerd in
+//     the runner container); the entrypoint's own drop to the runner user needs
+//     no escalation;
 //   - no service account token is mounted (automountServiceAccountToken false), so
 //     a job gets no Kubernetes credentials, unless the template says otherwise or
 //     names a service account (kubernetes.serviceAccountName included): a pool
@@ -118,9 +134,27 @@ func protectCredentials(spec *corev1.PodSpec) {
 		}
 		c.SecurityContext.RunAsUser = ptr.To[int64](0)
 	}
+	if mayForbidEscalation(c.SecurityContext) {
+		if c.SecurityContext == nil {
+			c.SecurityContext = &corev1.SecurityContext{}
+		}
+		c.SecurityContext.AllowPrivilegeEscalation = ptr.To(false)
+	}
 	if spec.AutomountServiceAccountToken == nil && spec.ServiceAccountName == "" {
 		spec.AutomountServiceAccountToken = ptr.To(false)
 	}
+}
+
+// mayForbidEscalation: the template leaves allowPrivilegeEscalation unset, and
+// the API server accepts it false with the rest of the security context.
+func mayForbidEscalation(sc *corev1.SecurityContext) bool {
+	if sc == nil {
+		return true
+	}
+	if sc.AllowPrivilegeEscalation != nil || ptr.Deref(sc.Privileged, false) {
+		return false
+	}
+	return sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Add, "CAP_SYS_ADMIN")
 }
 
 // choosesUser: the template says which user the runner container runs as, or
@@ -356,10 +390,13 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 // entrypoint keeps there the marker of an ephemeral runner that already ran — so a
 // restarted container never runs a second time with spent credentials — and a
 // persistent runner's registration, so a restart resumes it instead of
-// registering again (runner/entrypoint.sh).
+// registering again (runner/entrypoint.sh). JobDir is where the job hooks keep
+// their marker, which the readiness probe and the graceful stop read (the
+// entrypoint's default, set explicitly so that no envFrom changes it).
 const (
 	StateVolume = "runner-state"
 	StateDir    = "/runner-state"
+	JobDir      = "/run/runner-job"
 )
 
 // JobProbeCommand is the runner image's report of whether a job runs: it exits 0
@@ -386,7 +423,7 @@ func addState(spec *corev1.PodSpec, runner int) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: StateVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	c := &spec.Containers[runner]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: StateVolume, MountPath: StateDir})
-	c.Env = append(c.Env, corev1.EnvVar{Name: "RUNNER_STATE_DIR", Value: StateDir})
+	c.Env = append(c.Env, corev1.EnvVar{Name: "RUNNER_STATE_DIR", Value: StateDir}, corev1.EnvVar{Name: "RUNNER_JOB_DIR", Value: JobDir})
 }
 
 func runnerEnv(s Spec) []corev1.EnvVar {
@@ -439,6 +476,9 @@ func Validate(cfg *pool.Config) error {
 		claims, err := decodeClaims(p)
 		if err != nil {
 			return err
+		}
+		if err := ownedClaims(claims); err != nil {
+			return fmt.Errorf("pool %s: %w", p.Name, err)
 		}
 		if err := admissible(tmpl, claims); err != nil {
 			return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -141,4 +142,229 @@ func str[T any](p *T) string {
 		return "unset"
 	}
 	return fmt.Sprint(*p)
+}
+
+// parsePool parses a one-pool file whose kubernetes mapping has the given lines
+// (after namespace), failing the test on a parse error.
+func parsePool(t *testing.T, kubernetes string) *pool.Config {
+	t.Helper()
+	cfg, err := pool.Parse([]byte(fmt.Sprintf(`
+pools:
+  - name: p
+    organization: acme
+    maxReplicas: 1
+    kubernetes:
+      namespace: ns
+      %s
+`, kubernetes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// TestTemplateCannotSetWhatTheRunnerscalerOwns: a template that sets the control
+// annotations, the labels that select the runner's objects, the credentials or
+// the environment the entrypoint keeps them and stops safely with, or that
+// collides with the state volume or the state and job directories, fails
+// Validate naming the pool and the field. What a pool may tune still passes.
+func TestTemplateCannotSetWhatTheRunnerscalerOwns(t *testing.T) {
+	t.Parallel()
+	runnerWith := func(field string) string {
+		return fmt.Sprintf(`template: {spec: {containers: [{name: runner, image: r, %s}]}}`, field)
+	}
+	env := func(name string) string {
+		return runnerWith(fmt.Sprintf(`env: [{name: USER_SETTING, value: x}, {name: %s, value: "1"}]`, name))
+	}
+	cases := map[string]struct{ kubernetes, want string }{
+		"stop-complete annotation": {`template: {metadata: {annotations: {actions-runner/unregistration-complete-timestamp: "2026-01-01T00:00:00Z"}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`kubernetes.template: metadata.annotations["actions-runner/unregistration-complete-timestamp"]`},
+		"runner id annotation": {`template: {metadata: {annotations: {actions-runner/id: "7"}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.annotations["actions-runner/id"]`},
+		"jit runner id annotation": {`template: {metadata: {annotations: {runnerscaler.dev/jit-runner-id: "7"}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.annotations["runnerscaler.dev/jit-runner-id"]`},
+		"deployment annotation": {`template: {metadata: {annotations: {runnerscaler.dev/deployment: other}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.annotations["runnerscaler.dev/deployment"]`},
+		"pool label": {`template: {metadata: {labels: {runnerscaler.dev/pool: other}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.labels["runnerscaler.dev/pool"]`},
+		"template-hash label": {`template: {metadata: {labels: {runnerscaler.dev/template-hash: x}}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.labels["runnerscaler.dev/template-hash"]`},
+		"finalizer": {`template: {metadata: {finalizers: [runnerscaler.dev/unregister]}, spec: {containers: [{name: runner, image: r}]}}`,
+			`metadata.finalizers[0]: "runnerscaler.dev/unregister"`},
+		"JIT config":          {env("ACTIONS_RUNNER_INPUT_JITCONFIG"), `spec.containers[0].env[1].name: "ACTIONS_RUNNER_INPUT_JITCONFIG"`},
+		"runner input":        {env("ACTIONS_RUNNER_INPUT_TOKEN"), `spec.containers[0].env[1].name: "ACTIONS_RUNNER_INPUT_TOKEN"`},
+		"token":               {env("RUNNER_TOKEN"), `spec.containers[0].env[1].name: "RUNNER_TOKEN"`},
+		"state dir":           {env("RUNNER_STATE_DIR"), `env[1].name: "RUNNER_STATE_DIR"`},
+		"job dir":             {env("RUNNER_JOB_DIR"), `env[1].name: "RUNNER_JOB_DIR"`},
+		"name":                {env("RUNNER_NAME"), `env[1].name: "RUNNER_NAME"`},
+		"labels":              {env("RUNNER_LABELS"), `env[1].name: "RUNNER_LABELS"`},
+		"ephemeral":           {env("RUNNER_EPHEMERAL"), `env[1].name: "RUNNER_EPHEMERAL"`},
+		"scope":               {env("RUNNER_ORG"), `env[1].name: "RUNNER_ORG"`},
+		"github url":          {env("GITHUB_URL"), `env[1].name: "GITHUB_URL"`},
+		"privilege drop":      {env("RUNNER_SETPRIV"), `env[1].name: "RUNNER_SETPRIV"`},
+		"hooks dir":           {env("RUNNER_HOOKS_DIR"), `env[1].name: "RUNNER_HOOKS_DIR"`},
+		"worker pattern":      {env("RUNNER_WORKER_PATTERN"), `env[1].name: "RUNNER_WORKER_PATTERN"`},
+		"state volume":        {`template: {spec: {volumes: [{name: runner-state, emptyDir: {}}], containers: [{name: runner, image: r}]}}`, `spec.volumes[0].name: "runner-state"`},
+		"state volume mount":  {`template: {spec: {containers: [{name: runner, image: r}, {name: side, image: s, volumeMounts: [{name: runner-state, mountPath: /s}]}]}}`, `spec.containers[1].volumeMounts[0].name: "runner-state"`},
+		"state volume claim":  {"volumeClaimTemplates: [{metadata: {name: runner-state}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}]\n      image: r", `kubernetes.volumeClaimTemplates[0].metadata.name: "runner-state"`},
+		"state dir mount":     {"template: {spec: {volumes: [{name: v, emptyDir: {}}], containers: [{name: runner, image: r, volumeMounts: [{name: v, mountPath: /runner-state}]}]}}", `spec.containers[0].volumeMounts[0].mountPath: "/runner-state"`},
+		"inside the state":    {"template: {spec: {volumes: [{name: v, emptyDir: {}}], containers: [{name: runner, image: r, volumeMounts: [{name: v, mountPath: /runner-state/ran/}]}]}}", `volumeMounts[0].mountPath: "/runner-state/ran/"`},
+		"job dir mount":       {"template: {spec: {volumes: [{name: v, emptyDir: {}}], containers: [{name: runner, image: r, volumeMounts: [{name: v, mountPath: /run/runner-job}]}]}}", `volumeMounts[0].mountPath: "/run/runner-job"`},
+		"init container user": {"template: {spec: {volumes: [{name: v, emptyDir: {}}], initContainers: [{name: init, image: i, volumeMounts: [{name: runner-state, mountPath: /s}]}], containers: [{name: runner, image: r}]}}", `spec.initContainers[0].volumeMounts[0].name: "runner-state"`},
+		"pool may tune": {"template: {metadata: {annotations: {example.com/team: ci}, labels: {app: ci}}, spec: {volumes: [{name: run, emptyDir: {}}], " +
+			"containers: [{name: runner, image: r, volumeMounts: [{name: run, mountPath: /run}], env: [{name: RUNNER_GRACEFUL_STOP_TIMEOUT, value: \"60\"}, " +
+			"{name: RUNNER_STOP_SETTLE_MS, value: \"500\"}, {name: RUNNER_USER, value: ci}, {name: RUNNER_WORKDIR, value: /w}, {name: DOCKER_HOST, value: tcp://d:2375}, " +
+			"{name: ACTIONS_RUNNER_HOOK_JOB_STARTED, value: /h.sh}]}]}}", ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			err := runnerpod.Validate(parsePool(t, c.kubernetes))
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatalf("Validate: %v, want nil", err)
+			case c.want != "" && (err == nil || !strings.HasPrefix(err.Error(), "pool p: ") || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Validate: %v, want pool p and %q", err, c.want)
+			}
+		})
+	}
+}
+
+// runnerPod builds the pod template of the pool's runner StatefulSet.
+func runnerPod(t *testing.T, cfg *pool.Config) corev1.PodSpec {
+	t.Helper()
+	p := cfg.Pool("p")
+	tmpl, err := runnerpod.Template(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runnerpod.StatefulSet(runnerpod.Spec{Pool: p, Template: tmpl, Hash: "h", Name: "p-abcde",
+		Creds: runnerpod.Credentials{JITConfig: "jit"}}).Spec.Template.Spec
+}
+
+func envValue(c corev1.Container, name string) string {
+	v := "unset"
+	for _, e := range c.Env {
+		if e.Name == name {
+			v = e.Value
+		}
+	}
+	return v
+}
+
+// TestTerminationGracePeriodCoversTheGracefulStop: the pod's grace period is at
+// least the entrypoint's wait for a job (RUNNER_GRACEFUL_STOP_TIMEOUT), twice its
+// settling time (RUNNER_STOP_SETTLE_MS, rounded up to seconds) and 15 s for the
+// runner to cancel and report the job: derived when the template leaves it
+// unset, refused when the template makes it shorter. The wait and the settling
+// time the period was derived from are written into the runner's environment.
+func TestTerminationGracePeriodCoversTheGracefulStop(t *testing.T) {
+	t.Parallel()
+	runner := func(fields, container string) string {
+		return fmt.Sprintf(`template: {spec: {%s containers: [{name: runner, image: r, %s}]}}`, fields, container)
+	}
+	grace := func(v string) string { return fmt.Sprintf(`env: [{name: RUNNER_GRACEFUL_STOP_TIMEOUT, value: %q}]`, v) }
+	cases := map[string]struct {
+		kubernetes string
+		want       int64  // the pod's terminationGracePeriodSeconds
+		wantGrace  string // the runner's RUNNER_GRACEFUL_STOP_TIMEOUT
+		err        string
+	}{
+		"defaults":                {kubernetes: "image: r", want: 32, wantGrace: "15"},
+		"longer wait":             {kubernetes: runner("", grace("60")), want: 77, wantGrace: "60"},
+		"longer settle":           {kubernetes: runner("", `env: [{name: RUNNER_STOP_SETTLE_MS, value: "2500"}]`), want: 36, wantGrace: "15"},
+		"no settle":               {kubernetes: runner("", `env: [{name: RUNNER_STOP_SETTLE_MS, value: "0"}]`), want: 30, wantGrace: "15"},
+		"last value counts":       {kubernetes: runner("", `env: [{name: RUNNER_GRACEFUL_STOP_TIMEOUT, value: "90"}, {name: RUNNER_GRACEFUL_STOP_TIMEOUT, value: "5"}]`), want: 22, wantGrace: "5"},
+		"template's, long enough": {kubernetes: runner("terminationGracePeriodSeconds: 32,", ""), want: 32, wantGrace: "15"},
+		"template's, longer":      {kubernetes: runner("terminationGracePeriodSeconds: 3600,", grace("60")), want: 3600, wantGrace: "60"},
+		"dockerd in the runner":   {kubernetes: "dockerdWithinRunnerContainer: true\n      image: r", want: 32, wantGrace: "15"},
+		"too short": {kubernetes: runner("terminationGracePeriodSeconds: 31,", ""),
+			err: "kubernetes.template: spec.terminationGracePeriodSeconds: 31 is too short"},
+		"too short for the wait": {kubernetes: runner("terminationGracePeriodSeconds: 60,", grace("50")),
+			err: "spec.terminationGracePeriodSeconds: 60 is too short"},
+		"not a number": {kubernetes: runner("", grace("15s")), err: `spec.containers[0].env[0].value: "15s"`},
+		"from a secret": {kubernetes: runner("", `env: [{name: RUNNER_STOP_SETTLE_MS, valueFrom: {secretKeyRef: {name: s, key: k}}}]`),
+			err: "spec.containers[0].env[0].valueFrom"},
+		"short liveness grace": {kubernetes: runner("", `livenessProbe: {exec: {command: ["true"]}, terminationGracePeriodSeconds: 5}`),
+			err: "spec.containers[0].livenessProbe.terminationGracePeriodSeconds: 5 is too short"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg := parsePool(t, c.kubernetes)
+			err := runnerpod.Validate(cfg)
+			if c.err != "" {
+				if err == nil || !strings.HasPrefix(err.Error(), "pool p: ") || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("Validate: %v, want pool p and %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			spec := runnerPod(t, cfg)
+			if got := spec.TerminationGracePeriodSeconds; got == nil || *got != c.want {
+				t.Fatalf("terminationGracePeriodSeconds %v, want %d", str(got), c.want)
+			}
+			if got := envValue(spec.Containers[0], "RUNNER_GRACEFUL_STOP_TIMEOUT"); got != c.wantGrace {
+				t.Fatalf("RUNNER_GRACEFUL_STOP_TIMEOUT %s, want %s", got, c.wantGrace)
+			}
+		})
+	}
+}
+
+// TestNoPrivilegeEscalationByDefault: the runner container gets
+// allowPrivilegeEscalation false unless the template sets it or the container is
+// privileged (dockerd in the runner) or adds CAP_SYS_ADMIN, which the API server
+// refuses together with it; the docker sidecar is left as it is.
+func TestNoPrivilegeEscalationByDefault(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, kubernetes string
+		want             *bool
+	}{
+		{"defaults", "image: r", ptr.To(false)},
+		{"a user chosen", `template: {spec: {containers: [{name: runner, image: r, securityContext: {runAsUser: 1001}}]}}`, ptr.To(false)},
+		{"template allows it", `template: {spec: {containers: [{name: runner, image: r, securityContext: {allowPrivilegeEscalation: true}}]}}`, ptr.To(true)},
+		{"template forbids it", `template: {spec: {containers: [{name: runner, image: r, securityContext: {allowPrivilegeEscalation: false}}]}}`, ptr.To(false)},
+		{"docker sidecar", "dockerEnabled: true\n      image: r", ptr.To(false)},
+		{"dockerd in the runner", "dockerdWithinRunnerContainer: true\n      image: r", nil},
+		{"privileged template", `template: {spec: {containers: [{name: runner, image: r, securityContext: {privileged: true}}]}}`, nil},
+		{"CAP_SYS_ADMIN", `template: {spec: {containers: [{name: runner, image: r, securityContext: {capabilities: {add: [CAP_SYS_ADMIN]}}}]}}`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := parsePool(t, tc.kubernetes)
+			if err := runnerpod.Validate(cfg); err != nil {
+				t.Fatal(err)
+			}
+			spec := runnerPod(t, cfg)
+			var got *bool
+			if sc := spec.Containers[0].SecurityContext; sc != nil {
+				got = sc.AllowPrivilegeEscalation
+			}
+			if !equalPtr(got, tc.want) {
+				t.Fatalf("allowPrivilegeEscalation %s, want %s", str(got), str(tc.want))
+			}
+			for _, c := range spec.Containers[1:] {
+				if sc := c.SecurityContext; c.Name == "docker" && (sc == nil || sc.AllowPrivilegeEscalation != nil || !ptr.Deref(sc.Privileged, false)) {
+					t.Fatalf("docker sidecar's securityContext changed: %+v", sc)
+				}
+			}
+		})
+	}
+}
+
+// TestStateAndJobDirsAreSet: the runner's state and job directories are in its
+// environment, last, so that they are the values the kubelet gives it.
+func TestStateAndJobDirsAreSet(t *testing.T) {
+	t.Parallel()
+	c := runnerPod(t, parsePool(t, `template: {spec: {containers: [{name: runner, image: r, env: [{name: A, value: b}]}]}}`)).Containers[0]
+	if got := envValue(c, "RUNNER_JOB_DIR"); got != runnerpod.JobDir {
+		t.Fatalf("RUNNER_JOB_DIR %s, want %s", got, runnerpod.JobDir)
+	}
+	if got := envValue(c, "RUNNER_STATE_DIR"); got != runnerpod.StateDir {
+		t.Fatalf("RUNNER_STATE_DIR %s, want %s", got, runnerpod.StateDir)
+	}
 }

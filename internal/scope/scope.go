@@ -4,6 +4,7 @@ package scope
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -25,7 +26,13 @@ const (
 	Repository   Kind = "repository"
 )
 
-// Validate reports an error unless exactly one field is set and a repository is owner/name.
+// Validate reports an error unless exactly one field is set and its name is one
+// GitHub can have: an organization or a repository owner is a login (letters,
+// digits and single hyphens, neither first nor last, at most 39 characters), a
+// repository name is letters, digits, '.', '_' and '-' (at most 100, not "." or
+// ".."), an enterprise slug letters, digits and hyphens. Names go into REST paths
+// unescaped, so one outside these sets could address another resource. The
+// error names the field and the value.
 func (s Scope) Validate() error {
 	set := 0
 	for _, v := range []string{s.Enterprise, s.Organization, s.Repository} {
@@ -36,11 +43,46 @@ func (s Scope) Validate() error {
 	if set != 1 {
 		return fmt.Errorf("exactly one of enterprise, organization, repository must be set (got %d)", set)
 	}
-	if s.Repository != "" {
-		owner, name, ok := strings.Cut(s.Repository, "/")
-		if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-			return fmt.Errorf("repository %q: want owner/name", s.Repository)
+	switch s.Kind() {
+	case Enterprise:
+		if !enterpriseSlug.MatchString(s.Enterprise) {
+			return fmt.Errorf("enterprise %q: want an enterprise slug (letters, digits and hyphens)", s.Enterprise)
 		}
+	case Organization:
+		if !isLogin(s.Organization) {
+			return fmt.Errorf("organization %q: want %s", s.Organization, loginRule)
+		}
+	default:
+		return validateRepository(s.Repository)
+	}
+	return nil
+}
+
+var (
+	login          = regexp.MustCompile(`^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$`)
+	repoName       = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+	enterpriseSlug = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+)
+
+const (
+	maxLogin    = 39
+	maxRepoName = 100
+	loginRule   = "a GitHub login (letters, digits and single hyphens, not first or last, at most 39 characters)"
+)
+
+func isLogin(v string) bool { return len(v) <= maxLogin && login.MatchString(v) }
+
+func validateRepository(v string) error {
+	owner, name, ok := strings.Cut(v, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("repository %q: want owner/name", v)
+	}
+	if !isLogin(owner) {
+		return fmt.Errorf("repository owner %q (of %q): want %s", owner, v, loginRule)
+	}
+	if len(name) > maxRepoName || !repoName.MatchString(name) || name == "." || name == ".." {
+		return fmt.Errorf("repository name %q (of %q): want letters, digits, '.', '_' and '-', "+
+			"at most %d characters, not \".\" or \"..\"", name, v, maxRepoName)
 	}
 	return nil
 }

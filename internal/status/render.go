@@ -10,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // JSON writes v (a Report, Pool or Trace) as indented JSON, for scripts.
@@ -30,16 +32,49 @@ type table struct {
 
 func newTable(w io.Writer) *table { return &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)} }
 
+// row prints one row; each cell is made printable first.
 func (t *table) row(cells ...string) {
 	if t.err == nil {
-		_, t.err = fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+		clean := make([]string, len(cells))
+		for i, c := range cells {
+			clean[i] = printable(c)
+		}
+		_, t.err = fmt.Fprintln(t.tw, strings.Join(clean, "\t"))
 	}
 }
 
+// line prints a formatted line; its string arguments are made printable first.
 func (t *table) line(format string, args ...any) {
 	if t.err == nil {
-		_, t.err = fmt.Fprintf(t.tw, format+"\n", args...)
+		clean := make([]any, len(args))
+		for i, a := range args {
+			if s, ok := a.(string); ok {
+				a = printable(s)
+			}
+			clean[i] = a
+		}
+		_, t.err = fmt.Fprintf(t.tw, format+"\n", clean...)
 	}
+}
+
+// printable makes s safe to print on a terminal: names, labels and errors come
+// from webhook payloads, GitHub and the cluster, and a control character in them
+// (an ESC sequence, a C1 control, DEL) or an invisible one (a bidi override, a
+// zero-width space) could rewrite what the operator sees. Whitespace becomes a
+// space; every other character that is not printable, and every byte that is not
+// UTF-8, is dropped.
+func printable(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(s[i:], string(utf8.RuneError)):
+		case unicode.IsPrint(r):
+			b.WriteRune(r)
+		case unicode.IsSpace(r):
+			b.WriteByte(' ')
+		}
+	}
+	return b.String()
 }
 
 func (t *table) flush() error {
@@ -68,27 +103,27 @@ func RenderReport(w io.Writer, r Report) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	var queued, held []string
+	var queued, held [][]string
 	for _, p := range r.Pools {
 		for _, j := range p.Queued {
-			queued = append(queued, strings.Join([]string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+			queued = append(queued, []string{p.Name, i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)})
 		}
 		for _, rn := range p.Runners {
 			if rn.Reason != "" && (rn.Phase == PhasePending || rn.Phase == PhaseStopping || rn.Phase == PhaseTerminating) {
-				held = append(held, strings.Join([]string{p.Name, rn.Name, oneLine(rn.Reason)}, "\t"))
+				held = append(held, []string{p.Name, rn.Name, oneLine(rn.Reason)})
 			}
 		}
 	}
 	section(t, w, "QUEUED JOBS", []string{"POOL", "JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
 	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
-	var unrouted, errs []string
+	var unrouted, errs [][]string
 	for _, j := range r.Unrouted {
-		unrouted = append(unrouted, strings.Join([]string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+		unrouted = append(unrouted, []string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)})
 	}
 	section(t, w, "JOBS NO POOL MATCHED", []string{"JOB", "REPOSITORY", "STATE", "AGE", "WHY"}, unrouted)
 	for _, p := range r.Pools {
 		for _, e := range recentErrors(p.LastSweep) {
-			errs = append(errs, strings.Join([]string{p.Name, ago(r.At, e.At), oneLine(e.Error)}, "\t"))
+			errs = append(errs, []string{p.Name, ago(r.At, e.At), oneLine(e.Error)})
 		}
 	}
 	section(t, w, "RECENT SWEEP ERRORS", []string{"POOL", "WHEN", "ERROR"}, errs)
@@ -133,6 +168,9 @@ func RenderWebhook(w io.Writer, h Webhook) error {
 			lines = append(lines, fmt.Sprintf("  %s: %s", strings.Join(codes, ", "), hint.Hint))
 		}
 	}
+	for i, l := range lines {
+		lines[i] = printable(l) // the latest delivery's action is GitHub's
+	}
 	_, err := fmt.Fprintln(w, strings.Join(lines, "\n")+"\n")
 	if err != nil {
 		return fmt.Errorf("writing status: %w", err)
@@ -167,7 +205,7 @@ func statusText(code int) string {
 func clockTime(t time.Time) string { return t.UTC().Format("15:04:05") + " UTC" }
 
 // section prints a titled table when it has rows.
-func section(t *table, w io.Writer, title string, header, rows []string) {
+func section(t *table, w io.Writer, title string, header []string, rows [][]string) {
 	if len(rows) == 0 || t.err != nil {
 		return
 	}
@@ -175,7 +213,7 @@ func section(t *table, w io.Writer, title string, header, rows []string) {
 	st.line("\n%s", title)
 	st.row(header...)
 	for _, r := range rows {
-		st.row(r)
+		st.row(r...)
 	}
 	t.err = st.flush()
 }
@@ -193,19 +231,19 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	var runners, queued, progress, errs []string
+	var runners, queued, progress, errs [][]string
 	for _, rn := range p.Runners {
-		runners = append(runners, strings.Join([]string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), idCell(rn.Job),
-			ago(at, rn.Created), oneLine(rn.Reason)}, "\t"))
+		runners = append(runners, []string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), idCell(rn.Job),
+			ago(at, rn.Created), oneLine(rn.Reason)})
 	}
 	for _, j := range p.Queued {
-		queued = append(queued, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)}, "\t"))
+		queued = append(queued, []string{i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)})
 	}
 	for _, j := range p.InProgress {
-		progress = append(progress, strings.Join([]string{i64(j.ID), j.Repository, secs(j.AgeSeconds), j.RunnerName}, "\t"))
+		progress = append(progress, []string{i64(j.ID), j.Repository, secs(j.AgeSeconds), j.RunnerName})
 	}
 	for _, e := range recentErrors(p.LastSweep) {
-		errs = append(errs, strings.Join([]string{ago(at, e.At), oneLine(e.Error)}, "\t"))
+		errs = append(errs, []string{ago(at, e.At), oneLine(e.Error)})
 	}
 	section(t, w, "RUNNERS", []string{"NAME", "PHASE", "GITHUB ID", "BUSY", "JOB", "AGE", "REASON"}, runners)
 	section(t, w, "QUEUED JOBS", []string{"JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
@@ -231,13 +269,13 @@ func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	var rows []string
+	var rows [][]string
 	for _, d := range j.Deliveries {
 		at := "-"
 		if !d.At.IsZero() {
 			at = d.At.Format(time.RFC3339Nano)
 		}
-		rows = append(rows, strings.Join([]string{d.State, d.ID, at}, "\t"))
+		rows = append(rows, []string{d.State, d.ID, at})
 	}
 	section(t, w, "DELIVERIES", []string{"STATE", "DELIVERY", "RECORDED"}, rows)
 	return t.err

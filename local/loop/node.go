@@ -41,13 +41,11 @@ func TagImage(ctx context.Context, containerdAddress, src, dst string) error {
 }
 
 // GracefulStop is the entrypoint's RUNNER_GRACEFUL_STOP_TIMEOUT in RunnerTemplate
-// (seconds a running job may take to finish after SIGTERM), and TerminationGrace the
-// pods' terminationGracePeriodSeconds: above it, so that the runner has time to
-// cancel and report a job that did not finish before the kubelet kills it.
-const (
-	GracefulStop     = 10
-	TerminationGrace = 25
-)
+// (seconds a running job may take to finish after SIGTERM). The pods'
+// terminationGracePeriodSeconds is left to the sweeper, which derives it from
+// this (runnerpod.StopSeconds), so that the runner has time to cancel and report
+// a job that did not finish before the kubelet kills it.
+const GracefulStop = 10
 
 // Template is a runner pod template for the local stack's node; Spec renders it.
 type Template struct {
@@ -70,8 +68,8 @@ func RunnerTemplate(image string) string { return Template{Image: image}.Spec() 
 // Spec renders the template as a pool's `kubernetes.template` (JSON, which is
 // YAML too, so it fits in a flow mapping): host network, so that runners reach
 // the GitHub simulator on 127.0.0.1 and no traffic leaves the machine; the host's
-// DNS settings (the node's resolv.conf, on loopback); small requests; the
-// graceful-stop timeout below the termination grace period.
+// DNS settings (the node's resolv.conf, on loopback); small requests; a shorter
+// graceful-stop timeout, and so a shorter termination grace period.
 func (t Template) Spec() string {
 	pull := t.PullPolicy
 	if pull == "" {
@@ -82,9 +80,8 @@ func (t Template) Spec() string {
 		resources["limits"] = map[string]string{"memory": t.MemoryLimit}
 	}
 	spec := map[string]any{
-		"hostNetwork":                   true,
-		"dnsPolicy":                     "Default",
-		"terminationGracePeriodSeconds": TerminationGrace,
+		"hostNetwork": true,
+		"dnsPolicy":   "Default",
 		"containers": []any{map[string]any{
 			"name": "runner", "image": t.Image, "imagePullPolicy": pull, "resources": resources,
 			"env": []any{map[string]string{"name": "RUNNER_GRACEFUL_STOP_TIMEOUT", "value": fmt.Sprint(GracefulStop)}},
