@@ -28,7 +28,9 @@ const (
 
 // Validate reports an error unless exactly one field is set and its name is one
 // GitHub can have: an organization or a repository owner is a login (letters,
-// digits and single hyphens, neither first nor last, at most 39 characters), a
+// digits and single hyphens, neither first nor last, at most 39 characters; a
+// repository owner may also be a managed user, a login, '_' and the
+// enterprise's shortcode of letters and digits), a
 // repository name is letters, digits, '.', '_' and '-' (at most 100, not "." or
 // ".."), an enterprise slug letters, digits and hyphens. Names go into REST paths
 // unescaped, so one outside these sets could address another resource. The
@@ -62,6 +64,7 @@ var (
 	login          = regexp.MustCompile(`^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$`)
 	repoName       = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 	enterpriseSlug = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
+	shortcode      = regexp.MustCompile(`^[A-Za-z0-9]+$`)
 )
 
 const (
@@ -72,13 +75,19 @@ const (
 
 func isLogin(v string) bool { return len(v) <= maxLogin && login.MatchString(v) }
 
+// isOwner: a login, or an Enterprise Managed User's (login_shortcode).
+func isOwner(v string) bool {
+	handle, code, managed := strings.Cut(v, "_")
+	return isLogin(handle) && (!managed || shortcode.MatchString(code))
+}
+
 func validateRepository(v string) error {
 	owner, name, ok := strings.Cut(v, "/")
 	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
 		return fmt.Errorf("repository %q: want owner/name", v)
 	}
-	if !isLogin(owner) {
-		return fmt.Errorf("repository owner %q (of %q): want %s", owner, v, loginRule)
+	if !isOwner(owner) {
+		return fmt.Errorf("repository owner %q (of %q): want %s, or a managed user's login_shortcode", owner, v, loginRule)
 	}
 	if len(name) > maxRepoName || !repoName.MatchString(name) || name == "." || name == ".." {
 		return fmt.Errorf("repository name %q (of %q): want letters, digits, '.', '_' and '-', "+
