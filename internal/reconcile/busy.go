@@ -289,15 +289,16 @@ const forbiddenReason = "GitHub refused to remove the runner (403 Forbidden): gr
 // forbidden: the App may not remove runners. The stop never completes while
 // GitHub still lists the runner — it could be handed a job before the pod goes —
 // so it waits, loudly, and the runner keeps counting against the pool.
-func (s *stopper) forbidden(ctx context.Context, err error) (step, error) {
+func (s *stopper) forbidden(ctx context.Context, err error) (outcome, error) {
 	s.sw.forbidden++
 	s.sw.noteStuck(s.rn.name(), forbiddenReason)
 	_, found, lerr := s.gh.byID(ctx, s.p.Scope(), s.id)
 	if lerr != nil || found {
 		s.log.Error("GitHub refused to remove the runner (403): grant the App the self-hosted runner permission; "+
 			"the runner stays until then", "id", s.id, "error", err)
-		return 0, errWait
+		return stepWait, nil
 	}
 	s.log.Warn("GitHub refused to remove the runner (403), but no longer lists it: nothing left to unregister", "id", s.id)
-	return stepComplete, nil
+	s.released = true
+	return stepDone, nil
 }

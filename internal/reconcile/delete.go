@@ -166,7 +166,7 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 		return err
 	}
 	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stopDone {
+	if err != nil || res != stepDone {
 		return err
 	}
 	if err := r.removeFinalizer(ctx, rn.pod); err != nil {

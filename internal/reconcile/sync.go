@@ -42,7 +42,7 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 		return err
 	}
 	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stopDone {
+	if err != nil || res != stepDone {
 		return err
 	}
 	if err := r.deleteRunner(ctx, s, rn); err != nil {
