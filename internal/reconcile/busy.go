@@ -105,9 +105,15 @@ func (s *stopper) drain(ctx context.Context) error {
 		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
 		return errWait
 	}
-	uid := pod.UID
-	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) {
+	// Fenced like every write: a pod that changed since the signals were read is
+	// decided on again next sweep.
+	uid, rv := pod.UID, pod.ResourceVersion
+	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case apierrors.IsConflict(err):
+		s.log.Info("runner pod changed since its busy signals were read: deciding next sweep")
+		return errWait
+	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("deleting the pod of idle runner %s to stop it: %w", s.rn.name(), err)
 	}
 	if !s.checked.IsZero() {
@@ -237,7 +243,9 @@ func (s *stopper) checkNow(ctx context.Context) error {
 		return errWait
 	}
 	if pod != nil {
-		s.rn.pod = pod
+		if err := s.rn.adopt(pod, false); err != nil {
+			return err
+		}
 		if reportsJob(pod) {
 			return s.veto(ctx, signalPodReport, true, "the runner container reports a job")
 		}
