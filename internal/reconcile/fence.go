@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -35,8 +36,9 @@ var ErrStale = errors.New("changed by another writer since this sweep read it")
 
 // fencedObject is how one kind of object is patched and read again.
 type fencedObject[T metav1.Object] struct {
-	kind  string
-	patch func(ctx context.Context, name string, body []byte) (T, error)
+	kind     string
+	resource schema.GroupResource
+	patch    func(ctx context.Context, name string, body []byte) (T, error)
 	// reread returns the object's current version; false when it is gone or
 	// another object has taken its name.
 	reread func(ctx context.Context, obj T) (T, bool, error)
@@ -46,7 +48,8 @@ type fencedObject[T metav1.Object] struct {
 // fenced by obj's resourceVersion, and returns the object the API server stored.
 // A conflict whose cause is a change the stop does not act on (the kubelet or a
 // controller writing status) is sent once more, fenced by the fresh version: it
-// overwrites nothing another writer recorded. Any other conflict is ErrStale.
+// overwrites nothing another writer recorded. An object gone since is NotFound,
+// as if the first patch had found it gone; any other conflict is ErrStale.
 func patchAnnotations[T metav1.Object](ctx context.Context, o fencedObject[T], obj T, annotations map[string]any) (T, error) {
 	var zero T
 	out, err := fencedPatch(ctx, o, obj, annotations)
@@ -57,7 +60,9 @@ func patchAnnotations[T metav1.Object](ctx context.Context, o fencedObject[T], o
 	switch {
 	case rerr != nil:
 		return zero, errors.Join(err, rerr)
-	case !found || !sameForTheStop(obj, cur):
+	case !found:
+		return zero, apierrors.NewNotFound(o.resource, obj.GetName())
+	case !sameForTheStop(obj, cur):
 		return zero, fmt.Errorf("%s %s: %w", o.kind, obj.GetName(), ErrStale)
 	}
 	out, err = fencedPatch(ctx, o, cur, annotations)
@@ -96,7 +101,8 @@ func sameProgress(obj, cur metav1.Object) bool {
 
 func (r *Reconciler) fencedPods(ns string) fencedObject[*corev1.Pod] {
 	return fencedObject[*corev1.Pod]{
-		kind: "pod",
+		kind:     "pod",
+		resource: corev1.Resource("pods"),
 		patch: func(ctx context.Context, name string, body []byte) (*corev1.Pod, error) {
 			return r.kube.CoreV1().Pods(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 		},
@@ -109,7 +115,8 @@ func (r *Reconciler) fencedPods(ns string) fencedObject[*corev1.Pod] {
 
 func (r *Reconciler) fencedStatefulSets(ns string) fencedObject[*appsv1.StatefulSet] {
 	return fencedObject[*appsv1.StatefulSet]{
-		kind: "statefulset",
+		kind:     "statefulset",
+		resource: appsv1.Resource("statefulsets"),
 		patch: func(ctx context.Context, name string, body []byte) (*appsv1.StatefulSet, error) {
 			return r.kube.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{})
 		},
