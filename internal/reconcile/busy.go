@@ -111,9 +111,15 @@ func (s *stopper) drain(ctx context.Context) error {
 		s.log.Info("a job of the pool waits for a runner: this idle runner stops once no job waits", "queued", s.sw.d.Queued)
 		return errWait
 	}
-	uid := pod.UID
-	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) {
+	// Fenced like every write: a pod that changed since the signals were read is
+	// decided on again next sweep.
+	uid, rv := pod.UID, pod.ResourceVersion
+	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
+	switch {
+	case apierrors.IsConflict(err):
+		s.log.Info("runner pod changed since its busy signals were read: deciding next sweep")
+		return errWait
+	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("deleting the pod of idle runner %s to stop it: %w", s.rn.name(), err)
 	}
 	if !s.checked.IsZero() {
@@ -243,7 +249,9 @@ func (s *stopper) checkNow(ctx context.Context) error {
 		return errWait
 	}
 	if pod != nil {
-		s.rn.pod = pod
+		if err := s.rn.adopt(pod, false); err != nil {
+			return err
+		}
 		if reportsJob(pod) {
 			return s.veto(ctx, signalPodReport, true, "the runner container reports a job")
 		}
@@ -295,15 +303,16 @@ const forbiddenReason = "GitHub refused to remove the runner (403 Forbidden): gr
 // forbidden: the App may not remove runners. The stop never completes while
 // GitHub still lists the runner — it could be handed a job before the pod goes —
 // so it waits, loudly, and the runner keeps counting against the pool.
-func (s *stopper) forbidden(ctx context.Context, err error) (step, error) {
+func (s *stopper) forbidden(ctx context.Context, err error) (outcome, error) {
 	s.sw.forbidden++
 	s.sw.noteStuck(s.rn.name(), forbiddenReason)
 	_, found, lerr := s.gh.byID(ctx, s.p.Scope(), s.id)
 	if lerr != nil || found {
 		s.log.Error("GitHub refused to remove the runner (403): grant the App the self-hosted runner permission; "+
 			"the runner stays until then", "id", s.id, "error", err)
-		return 0, errWait
+		return stepWait, nil
 	}
 	s.log.Warn("GitHub refused to remove the runner (403), but no longer lists it: nothing left to unregister", "id", s.id)
-	return stepComplete, nil
+	s.released = true
+	return stepDone, nil
 }

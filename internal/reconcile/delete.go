@@ -73,13 +73,26 @@ func (r *Reconciler) deleteUnboundPod(ctx context.Context, rn *runner) error {
 	err := r.kube.CoreV1().Pods(rn.pod.Namespace).Delete(ctx, rn.pod.Name, metav1.DeleteOptions{
 		Preconditions: &metav1.Preconditions{UID: &rn.pod.UID, ResourceVersion: &rv}})
 	switch {
-	case err == nil || apierrors.IsNotFound(err):
+	case err == nil:
+		return r.rereadDeleted(ctx, rn)
+	case apierrors.IsNotFound(err):
 		return nil
 	case apierrors.IsConflict(err):
 		return errPodChanged
 	default:
 		return fmt.Errorf("deleting unbound pod %s: %w", rn.pod.Name, err)
 	}
+}
+
+// rereadDeleted reads the runner's pod again after this sweep deleted it (our
+// finalizer holds it): the stop's next write is fenced by the version the delete
+// left, not refused for the sweep's own change.
+func (r *Reconciler) rereadDeleted(ctx context.Context, rn *runner) error {
+	pod, err := r.reread(ctx, rn.pod)
+	if err != nil || pod == nil {
+		return err
+	}
+	return rn.adopt(pod, true)
 }
 
 // removeFinalizer removes our finalizer, and only it, from pod: a JSON patch that
@@ -166,7 +179,7 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 		return err
 	}
 	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stopDone {
+	if err != nil || res != stepDone {
 		return err
 	}
 	if err := r.removeFinalizer(ctx, rn.pod); err != nil {

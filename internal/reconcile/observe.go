@@ -38,6 +38,9 @@ type runner struct {
 	phase Phase
 	// deleted: this sweep deleted the StatefulSet (its slot is free).
 	deleted bool
+	// stale: another writer changed the runner since this sweep read it
+	// (ErrStale): the sweep leaves it alone.
+	stale bool
 }
 
 func (r *runner) name() string { return r.sts.Name }

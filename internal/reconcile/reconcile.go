@@ -22,21 +22,21 @@
 //     go through the graceful stop too before the finalizer (only ours) goes;
 //  7. clean up, when due, what failed or interrupted creations left: ownerless
 //     Secrets, and the GitHub runners named in them — never another runner.
+//
+// Every annotation written on a runner is fenced by the resourceVersion the sweep
+// read (fence.go): a second sweeper on the pool, one whose lease lapsed without
+// its noticing, cannot overwrite the progress the other recorded.
 package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -206,19 +206,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 }
 
 // mark requests the runner's unregistration (owner and pod), as ARC's
-// unregistration-request-timestamp.
+// unregistration-request-timestamp. A runner another writer changed in this
+// sweep (stale) is left alone.
 func (r *Reconciler) mark(ctx context.Context, s *sweep, rn *runner) error {
+	if rn.stale {
+		return nil // another writer acts on it (ErrStale, already reported)
+	}
 	if !rn.marked() {
-		// A StatefulSet gone since the list (deleted by hand) leaves its runner to
-		// stop all the same: the mark goes on the pod.
-		err := r.annotateStatefulSet(ctx, rn.sts.Namespace, rn.name(), runnerpod.AnnotationUnregistrationRequest, stamp(s.now))
-		if err != nil && !apierrors.IsNotFound(err) {
+		err := r.annotateStatefulSet(ctx, rn, runnerpod.AnnotationUnregistrationRequest, stamp(s.now))
+		switch {
+		case apierrors.IsNotFound(err):
+			// A StatefulSet gone since the list (deleted by hand) leaves its runner
+			// to stop all the same: the mark goes on the pod.
+			if rn.sts.Annotations == nil {
+				rn.sts.Annotations = map[string]string{}
+			}
+			rn.sts.Annotations[runnerpod.AnnotationUnregistrationRequest] = stamp(s.now)
+		case err != nil:
 			return err
 		}
-		if rn.sts.Annotations == nil {
-			rn.sts.Annotations = map[string]string{}
-		}
-		rn.sts.Annotations[runnerpod.AnnotationUnregistrationRequest] = stamp(s.now)
 		s.marked++
 	}
 	return r.ensurePodMarked(ctx, rn)
@@ -232,40 +238,6 @@ func (r *Reconciler) ensurePodMarked(ctx context.Context, rn *runner) error {
 		return nil
 	}
 	return r.annotatePod(ctx, rn, runnerpod.AnnotationUnregistrationRequest, rn.sts.Annotations[runnerpod.AnnotationUnregistrationRequest])
-}
-
-// annotatePod sets an annotation on the runner's pod and takes the pod the API
-// server returns as the runner's view of it: what the sweep decides next is
-// decided on the pod as it is now (bound, started), not as first listed.
-func (r *Reconciler) annotatePod(ctx context.Context, rn *runner, key, value string) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	pod, err := r.kube.CoreV1().Pods(rn.pod.Namespace).Patch(ctx, rn.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("annotating pod %s with %s: %w", rn.pod.Name, key, err)
-	}
-	rn.pod = pod
-	return nil
-}
-
-// removePodAnnotation removes an annotation from the runner's pod (a merge patch
-// of null) and takes the pod the API server returns as the runner's view of it.
-func (r *Reconciler) removePodAnnotation(ctx context.Context, rn *runner, key string) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: nil}}})
-	pod, err := r.kube.CoreV1().Pods(rn.pod.Namespace).Patch(ctx, rn.pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("removing annotation %s of pod %s: %w", key, rn.pod.Name, err)
-	}
-	rn.pod = pod
-	return nil
-}
-
-func (r *Reconciler) annotateStatefulSet(ctx context.Context, ns, name, key, value string) error {
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
-	_, err := r.kube.AppsV1().StatefulSets(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("annotating statefulset %s with %s: %w", name, key, err)
-	}
-	return nil
 }
 
 func phases(runners []*runner) map[string]int {

@@ -16,9 +16,10 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
-// step is a state of the graceful stop of one runner (ARC's
-// tickRunnerGracefulStop). All progress is in the pod's annotations, so a sweep
-// killed between two steps resumes where it stopped.
+// The graceful stop of one runner (ARC's tickRunnerGracefulStop) is an ordered
+// list of steps (stopper.steps). Each step is idempotent and keeps its progress in
+// the pod's annotations, so a sweep killed between two steps resumes where it
+// stopped: a step whose work is already recorded is done at once.
 //
 // The rule it keeps (README, "Runner lifecycle"): a runner whose GitHub id is
 // known is released only by RemoveRunner answering 204 or 404 — container state
@@ -26,23 +27,31 @@ import (
 // an id (a token-mode runner GitHub has not listed), "never registered" is
 // concluded only when the pod was never bound to a node, or after the
 // registration timeout since the pod was created.
-type step int
+
+// outcome is what a step of the graceful stop, or the whole stop in one sweep,
+// concluded; a step that fails returns its error instead.
+type outcome int
 
 const (
-	stepStart      step = iota // record the start of unregistration
-	stepFindID                 // learn the runner id (annotation, else the scope's runner list)
-	stepUnregister             // RemoveRunner: 204/404 done, 422 wait, 403 loud
-	stepComplete               // record completion
-	stepDone
+	stepDone outcome = iota // done: the next step runs (after the last one, the runner may go)
+	stepWait                // the runner cannot go further in this sweep: the next sweep resumes here
 )
 
-// stopResult is what one tick of the graceful stop concluded.
-type stopResult int
+// stopStep is one named step of the graceful stop.
+type stopStep struct {
+	name string
+	run  func(context.Context) (outcome, error)
+}
 
-const (
-	stopWait stopResult = iota // come back next sweep
-	stopDone                   // the runner is unregistered (or never was): the pod may go
-)
+// steps is the graceful stop, in order.
+func (s *stopper) steps() []stopStep {
+	return []stopStep{
+		{"start", s.start},           // record the start of unregistration
+		{"find-id", s.findID},        // learn the runner id, or that it never registered
+		{"unregister", s.unregister}, // RemoveRunner once every busy signal says idle: 204/404 done, busy wait, 403 loud
+		{"complete", s.complete},     // record completion
+	}
+}
 
 // annotationRetry holds "<attempts>/<answered>/<next>": RemoveRunner answered busy
 // that many times, last at answered, and is not asked again before next — unless
@@ -57,15 +66,17 @@ const (
 
 // stopper carries one runner's graceful stop through its steps.
 type stopper struct {
-	r    *Reconciler
-	sw   *sweep
-	p    *pool.Pool
-	rn   *runner
-	gh   *github
-	log  *slog.Logger
-	now  time.Time
-	id   int64
-	next step
+	r   *Reconciler
+	sw  *sweep
+	p   *pool.Pool
+	rn  *runner
+	gh  *github
+	log *slog.Logger
+	now time.Time
+	id  int64
+	// released: GitHub released the runner (RemoveRunner answered 204 or 404, or
+	// no longer lists it), or it never registered: nothing is left to unregister.
+	released bool
 	// checked is when the last busy signal was read before RemoveRunner or the
 	// drain (zero when none was needed).
 	checked time.Time
@@ -73,64 +84,70 @@ type stopper struct {
 	offline bool
 }
 
-// gracefulStop ticks the runner's stop machine as far as it can go in this sweep.
-// A runner with no pod is stopped too: its JIT registration, if any, is released
-// (the pod may never have been admitted).
-func (r *Reconciler) gracefulStop(ctx context.Context, sw *sweep, rn *runner) (stopResult, error) {
+// gracefulStop runs the runner's stop steps in order as far as they go in this
+// sweep: stepDone when every step is done (the runner may go), stepWait when a step
+// waits or fails. A runner with no pod is stopped too: its JIT registration, if
+// any, is released (the pod may never have been admitted).
+func (r *Reconciler) gracefulStop(ctx context.Context, sw *sweep, rn *runner) (outcome, error) {
 	if _, ok := podAnnotations(rn.pod)[runnerpod.AnnotationUnregistrationComplete]; ok {
-		return stopDone, nil
+		return stepDone, nil
 	}
-	p := sw.p
-	s := &stopper{r: r, sw: sw, p: p, rn: rn, gh: sw.gh, now: sw.now, log: r.log.With("pool", p.Name, "runner", rn.name())}
-	steps := map[step]func(context.Context) (step, error){
-		stepStart: s.start, stepFindID: s.findID, stepUnregister: s.unregister, stepComplete: s.complete,
-	}
-	for s.next != stepDone {
-		next, err := steps[s.next](ctx)
-		if errors.Is(err, errWait) {
-			return stopWait, nil
-		}
+	s := &stopper{r: r, sw: sw, p: sw.p, rn: rn, gh: sw.gh, now: sw.now, log: r.log.With("pool", sw.p.Name, "runner", rn.name())}
+	for _, step := range s.steps() {
+		out, err := step.run(ctx)
 		if err != nil {
-			return stopWait, err
+			return stepWait, fmt.Errorf("stopping runner %s (step %s): %w", rn.name(), step.name, err)
 		}
-		s.next = next
+		if out == stepWait {
+			return stepWait, nil
+		}
 	}
-	return stopDone, nil
+	return stepDone, nil
 }
 
-// errWait ends a tick: the runner cannot be unregistered yet.
+// errWait ends a tick inside a step (busy.go): the runner cannot be unregistered yet.
 var errWait = errors.New("wait")
 
-func (s *stopper) start(ctx context.Context) (step, error) {
+// endTick is the outcome of a step that ends the tick with err: stepWait, and err
+// unless it is errWait (or nil).
+func endTick(err error) (outcome, error) {
+	if errors.Is(err, errWait) {
+		return stepWait, nil
+	}
+	return stepWait, err
+}
+
+func (s *stopper) start(ctx context.Context) (outcome, error) {
 	if s.rn.pod == nil {
-		return stepFindID, nil
+		return stepDone, nil
 	}
 	if _, ok := s.rn.pod.Annotations[runnerpod.AnnotationUnregistrationStart]; !ok {
 		if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationStart, stamp(s.now)); err != nil {
-			return 0, err
+			return stepWait, err
 		}
 	}
-	return stepFindID, nil
+	return stepDone, nil
 }
 
-func (s *stopper) findID(ctx context.Context) (step, error) {
+func (s *stopper) findID(ctx context.Context) (outcome, error) {
 	if s.id = s.rn.runnerID(); s.id != 0 {
-		return stepUnregister, nil
+		return stepDone, nil
 	}
 	if !everRan(s.rn.pod) {
 		if err := s.r.deleteUnboundPod(ctx, s.rn); errors.Is(err, errPodChanged) {
 			s.log.Info("runner pod changed since the sweep looked (bound?): deciding next sweep")
-			return 0, errWait
+			return stepWait, nil
 		} else if err != nil {
-			return 0, err
+			return stepWait, err
 		}
 		s.log.Info("runner never ran: nothing to unregister")
-		return stepComplete, nil
+		s.released = true
+		return stepDone, nil
 	}
 	gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(s.rn.name()))
 	if err != nil {
 		s.log.Warn("cannot list runners to find the runner id; retrying next sweep", "error", err)
-		return 0, errWait
+		return stepWait, nil
 	}
 	if found {
 		// The id is recorded before RemoveRunner: once GitHub released the
@@ -139,36 +156,40 @@ func (s *stopper) findID(ctx context.Context) (step, error) {
 		// than wait out the registration timeout.
 		if s.rn.pod != nil {
 			if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
-				return 0, err
+				return stepWait, err
 			}
 		}
 		s.id = gr.ID
-		return stepUnregister, nil
+		return stepDone, nil
 	}
 	if s.now.Sub(s.rn.createdAt()) < s.r.opts.RegistrationTimeout {
 		s.log.Info("runner not registered yet: waiting for the registration timeout before concluding it never will")
-		return 0, errWait
+		return stepWait, nil
 	}
 	s.log.Info("runner never registered within the registration timeout: nothing to unregister")
-	return stepComplete, nil
+	s.released = true
+	return stepDone, nil
 }
 
 // unregister asks GitHub to remove the runner once every busy signal says idle
 // (busy.go) and the runner's process has ended (drain); for a runner whose
 // process has ended for good only GitHub's answer counts.
-func (s *stopper) unregister(ctx context.Context) (step, error) {
+func (s *stopper) unregister(ctx context.Context) (outcome, error) {
+	if s.released {
+		return stepDone, nil
+	}
 	if s.backingOff() {
-		return 0, errWait
+		return stepWait, nil
 	}
 	if gr, found, _ := s.gh.cached(s.id); found && gr.Busy {
-		return 0, s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy") // no DELETE
+		return endTick(s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy")) // no DELETE
 	}
 	if err := s.ensureIdle(ctx); err != nil {
-		return 0, err
+		return endTick(err)
 	}
 	if mayHoldJob(s.rn.pod, s.p.IsEphemeral()) {
 		if err := s.drain(ctx); err != nil {
-			return 0, err
+			return endTick(err)
 		}
 	}
 	err := s.gh.remove(ctx, s.p.Scope(), s.id)
@@ -178,17 +199,18 @@ func (s *stopper) unregister(ctx context.Context) (step, error) {
 	switch {
 	case err == nil || errors.Is(err, githubapi.ErrNotFound):
 		s.log.Info("runner unregistered", "id", s.id)
-		return stepComplete, nil
+		s.released = true
+		return stepDone, nil
 	case errors.Is(err, githubapi.ErrRunnerBusy):
-		return 0, s.veto(ctx, signalGitHub, false, "RemoveRunner answered 422")
+		return endTick(s.veto(ctx, signalGitHub, false, "RemoveRunner answered 422"))
 	case errors.Is(err, githubapi.ErrForbidden):
 		return s.forbidden(ctx, err)
 	case errors.Is(err, githubapi.ErrRateLimited):
 		s.log.Warn("rate limited: unregistration waits for the reset", "error", err)
-		return 0, errWait
+		return stepWait, nil
 	default:
 		s.log.Warn("unregistering runner failed; retrying next sweep", "id", s.id, "error", err)
-		return 0, errWait
+		return stepWait, nil
 	}
 }
 
@@ -251,11 +273,14 @@ func retryState(a map[string]string) (int, time.Time, time.Time) {
 	return attempts, answered, next
 }
 
-func (s *stopper) complete(ctx context.Context) (step, error) {
+func (s *stopper) complete(ctx context.Context) (outcome, error) {
 	if s.rn.pod == nil {
 		return stepDone, nil
 	}
-	return stepDone, s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationComplete, stamp(s.now))
+	if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationComplete, stamp(s.now)); err != nil {
+		return stepWait, err
+	}
+	return stepDone, nil
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -29,6 +29,9 @@ func (r *Reconciler) stop(ctx context.Context, s *sweep) error {
 }
 
 func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
+	if rn.stale {
+		return nil // another writer acts on it (ErrStale, already reported)
+	}
 	if rn.pod != nil && rn.pod.DeletionTimestamp != nil && !rn.marked() && hasFinalizer(rn.pod) {
 		// Deleted by hand (or evicted): the whole runner goes, after GitHub released it.
 		if err := r.mark(ctx, s, rn); err != nil {
@@ -42,7 +45,7 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 		return err
 	}
 	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stopDone {
+	if err != nil || res != stepDone {
 		return err
 	}
 	if err := r.deleteRunner(ctx, s, rn); err != nil {
@@ -128,10 +131,9 @@ func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) err
 	if _, err := r.kube.CoreV1().Secrets(rn.sts.Namespace).Patch(ctx, rn.name(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return fmt.Errorf("updating the token of runner %s: %w", rn.name(), err)
 	}
-	if err := r.annotateStatefulSet(ctx, rn.sts.Namespace, rn.name(), runnerpod.AnnotationTokenExpiresAt, stamp(tok.ExpiresAt)); err != nil {
+	if err := r.annotateStatefulSet(ctx, rn, runnerpod.AnnotationTokenExpiresAt, stamp(tok.ExpiresAt)); err != nil {
 		return err
 	}
-	rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt] = stamp(tok.ExpiresAt)
 	s.log.Info("registration token of an unregistered runner refreshed", "runner", rn.name(), "expiresAt", tok.ExpiresAt)
 	return nil
 }
