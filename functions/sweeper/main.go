@@ -22,9 +22,11 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -91,7 +93,7 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec, Drain: poolstate.NewDrainMark(db, cfg.TableName)}
+	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec, Drain: drain.NewMark(db, cfg.TableName)}
 	if cfg.AppID != 0 { // with a GitHub App, lost webhook deliveries are redelivered
 		app, err := githubapi.NewApp(githubapi.Config{BaseURL: cfg.GitHubURL, Auth: githubapi.Auth{AppID: cfg.AppID, PrivateKey: key}})
 		if err != nil {
@@ -100,9 +102,12 @@ func build(ctx context.Context, log *slog.Logger) (*sweeper.Sweeper, error) {
 		opts.Recoverer = redeliver.New(app, clk, 0, log)
 		opts.DeliveryLog = deliverylog.NewStore(db, cfg.TableName)
 	}
+	leases, err := lease.New(db, cfg.TableName, clk, cfg.Lease)
+	if err != nil {
+		return nil, err
+	}
 	log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
-	return sweeper.New(pools, store, poolstate.NewStore(db, cfg.TableName),
-		poolstate.NewLeases(db, cfg.TableName, clk, cfg.Lease), rec, clk, log, opts), nil
+	return sweeper.New(pools, store, poolstate.NewStore(db, cfg.TableName), leases, rec, clk, log, opts), nil
 }
 
 // secrets returns the App's private key and the PAT, from Secrets Manager when
