@@ -43,9 +43,6 @@ const (
 // the upgrade writes its own time (package reservation).
 const IndexedSince = "since"
 
-// IndexMarkerPK is DeploymentPK, under the name its first users know.
-const IndexMarkerPK = DeploymentPK
-
 // Definition is the table's schema as CreateTable takes it (on-demand billing);
 // the SAM template must declare the same.
 func Definition(name string) *dynamodb.CreateTableInput {
