@@ -19,10 +19,11 @@ var ErrDeadline = errors.New("lease deadline reached without a renewal")
 // every third of its length, like client-go's leader election: only a successful
 // renewal moves the deadline, and a renewal that hangs or fails does not keep fn
 // going; a failed renewal is retried a fifteenth of the length after it was sent.
-// fn must stop writing when its context is done. Hold returns only after fn and
-// any renewal in flight have returned: the caller may then Release the lease. Its
-// error joins fn's with why fn's context was cancelled, if it was: ErrDeadline or
-// ErrLost. Renewal failures are logged on log (nil: not logged).
+// fn must stop writing when its context is done, and must not use the lease
+// (Hold renews it meanwhile). Hold returns only after fn and any renewal in
+// flight have returned: the caller may then Release the lease. Its error joins
+// fn's with why fn's context was cancelled, if it was: ErrDeadline or ErrLost.
+// Failed renewals are logged on log (nil: not logged).
 func (le *Lease) Hold(ctx context.Context, log *slog.Logger, fn func(context.Context) error) error {
 	if deadline := le.Deadline(); !le.leases.clock.Now().Before(deadline) {
 		return fmt.Errorf("pool %s: %w (at %s)", le.Pool, ErrDeadline, deadline.Format(time.RFC3339Nano))

@@ -88,10 +88,10 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("take-over of an expired lease: %v", err)
 	}
 	if err := a.Renew(ctx); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("renew by the old holder: %v, want ErrLeaseLost", err)
+		t.Fatalf("renew by the old holder: %v, want ErrLost", err)
 	}
 	if _, err := a.Release(ctx); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("release by the old holder: %v, want ErrLeaseLost", err)
+		t.Fatalf("release by the old holder: %v, want ErrLost", err)
 	}
 	// Release lets the next one in.
 	if again, err := b.Release(ctx); err != nil || again {
@@ -199,7 +199,7 @@ func TestForceRelease(t *testing.T) {
 		t.Fatalf("acquire after a forced release: %v", err)
 	}
 	if err := a.ForceRelease(ctx); !errors.Is(err, lease.ErrLost) {
-		t.Fatalf("force-releasing b's lease as a: %v, want ErrLeaseLost", err)
+		t.Fatalf("force-releasing b's lease as a: %v, want ErrLost", err)
 	}
 	if again, err := b.Release(ctx); err != nil || again {
 		t.Fatalf("b's release: %v, %v", again, err)
@@ -215,7 +215,7 @@ func TestLeaseNotReacquiredByItsHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := leases.Acquire(t.Context(), "p", "req-a"); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("second acquire under the same holder name: %v, want ErrLeaseHeld", err)
+		t.Fatalf("second acquire under the same holder name: %v, want ErrHeld", err)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -290,62 +289,24 @@ func TestDuplicatedEventCannotShareTheLease(t *testing.T) {
 	}
 }
 
-// interval is one Reconcile call on the fake clock, and its order of events.
-type interval struct {
-	holder     int
-	start, end time.Time
-	seqStart   int
-	seqEnd     int
-}
-
-// recordingReconciler records each call's interval; the first call runs until its
-// context is cancelled or release is closed, as a long reconcile would.
-type recordingReconciler struct {
+// cancelledReconciler reconciles octo until its context ends, and records when
+// (on the fake clock) that was.
+type cancelledReconciler struct {
 	clock   clock.PassiveClock
-	mu      sync.Mutex
-	seq     int
-	calls   []*interval
 	entered chan struct{}
 	ended   chan struct{}
-	release chan struct{} // nil: only the context ends the first call
+	endedAt time.Time // read after ended is closed
 }
 
-func (r *recordingReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+func (r *cancelledReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
 	if p.Name != "octo" {
 		return nil
 	}
-	r.mu.Lock()
-	r.seq++
-	iv := &interval{holder: len(r.calls) + 1, start: r.clock.Now(), seqStart: r.seq}
-	r.calls = append(r.calls, iv)
-	r.mu.Unlock()
-	var err error
-	if iv.holder == 1 {
-		close(r.entered)
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-r.release:
-		}
-	}
-	r.mu.Lock()
-	r.seq++
-	iv.end, iv.seqEnd = r.clock.Now(), r.seq
-	r.mu.Unlock()
-	if iv.holder == 1 {
-		close(r.ended)
-	}
-	return err
-}
-
-func (r *recordingReconciler) intervals() []interval {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]interval, len(r.calls))
-	for i, c := range r.calls {
-		out[i] = *c
-	}
-	return out
+	close(r.entered)
+	<-ctx.Done()
+	r.endedAt = r.clock.Now()
+	close(r.ended)
+	return ctx.Err()
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
@@ -381,7 +342,7 @@ func (d *stolenDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	t.Parallel()
 	db := &stolenDB{}
-	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
+	rec := &cancelledReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
 	e := newEnvWith(t, rec, func(api lease.API) lease.API { db.API = api; return db })
 	rec.clock = e.clock
 	first := make(chan sweeper.Report, 1)
@@ -393,8 +354,8 @@ func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	db.stolen.Store(true)
 	e.clock.SetTime(t0.Add(10 * time.Second))
 	waitFor(t, rec.ended, "the reconcile to be cancelled by the lost renewal")
-	if iv := rec.intervals(); !iv[0].end.Equal(t0.Add(10 * time.Second)) {
-		t.Fatalf("reconcile cancelled at %s, want at the failed renewal (%s)", iv[0].end, t0.Add(10*time.Second))
+	if !rec.endedAt.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("reconcile cancelled at %s, want at the failed renewal (%s)", rec.endedAt, t0.Add(10*time.Second))
 	}
 	if r := <-first; !contains(r.Failed, "octo") {
 		t.Fatalf("report %+v, want octo failed", r)
