@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -42,7 +45,7 @@ type deployment struct {
 	ns    string
 	sim   *githubsim.Server
 	gh    *githubapi.Router
-	db    poolstate.API
+	db    *dynamodb.Client
 	rs    *reservation.Store
 	table string
 	job   int64
@@ -115,8 +118,12 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 	if err != nil {
 		d.t.Fatal(err)
 	}
-	s, err := sweeper.New(cfg, d.rs, poolstate.NewStore(d.db, d.table), poolstate.NewLeases(d.db, d.table, clk, 30*time.Second),
-		rec, clk, nil, sweeper.Options{Removed: rec, Drain: poolstate.NewDrainMark(d.db, d.table)})
+	leases, err := lease.New(d.db, d.table, clk, 30*time.Second)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	s, err := sweeper.New(cfg, d.rs, poolstate.NewStore(d.db, d.table), leases,
+		rec, clk, nil, sweeper.Options{Removed: rec, Drain: drain.NewMark(d.db, d.table)})
 	if err != nil {
 		d.t.Fatal(err)
 	}

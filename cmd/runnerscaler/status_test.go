@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -77,7 +78,7 @@ func newWorld(t *testing.T, poolsYAML string, withRunners bool) *world {
 		rec = w.reconciler()
 	}
 	if w.sweeper, err = sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
-		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), rec, w.clock, nil, sweeper.Options{}); err != nil {
+		w.leases(), rec, w.clock, nil, sweeper.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	// The command's own AWS credentials: the local stack accepts any.
@@ -85,6 +86,16 @@ func newWorld(t *testing.T, poolsYAML string, withRunners bool) *world {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
 	t.Setenv("AWS_REGION", "us-east-1")
 	return w
+}
+
+// leases are the sweeper's 30-second leases on the world's table.
+func (w *world) leases() *lease.Leases {
+	w.t.Helper()
+	leases, err := lease.New(w.db, w.table, w.clock, 30*time.Second)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return leases
 }
 
 func (w *world) reconciler() *reconcile.Reconciler {
@@ -460,7 +471,7 @@ pools:
 	mustContain(t, w.status(), "webhook: deliveries not checked yet")
 
 	s, err := sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
-		poolstate.NewLeases(w.db, w.table, w.clock, 30*time.Second), nil, w.clock, nil,
+		w.leases(), nil, w.clock, nil,
 		sweeper.Options{Recoverer: redeliver.New(app, w.clock, 0, nil), DeliveryLog: deliverylog.NewStore(w.db, w.table)})
 	if err != nil {
 		t.Fatal(err)

@@ -15,14 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
-
-// SortKey is the item's sort key, in the deployment's partition (table.IndexMarkerPK).
-const SortKey = "WEBHOOK#deliveries"
 
 // API is the part of the DynamoDB client the store uses.
 type API interface {
@@ -55,13 +51,6 @@ type latest struct {
 	GUID       string    `dynamodbav:"guid"`
 }
 
-func key() map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		table.PartitionKey: &types.AttributeValueMemberS{Value: table.IndexMarkerPK},
-		table.SortKey:      &types.AttributeValueMemberS{Value: SortKey},
-	}
-}
-
 // Put replaces the item with u (one PutItem).
 func (s *Store) Put(ctx context.Context, u redeliver.Undelivered) error {
 	it := item{CheckedAt: u.CheckedAt.UTC(), WindowSeconds: int64(u.Window / time.Second),
@@ -76,7 +65,7 @@ func (s *Store) Put(ctx context.Context, u redeliver.Undelivered) error {
 	if err != nil {
 		return fmt.Errorf("encoding the failed webhook deliveries: %w", err)
 	}
-	for k, v := range key() {
+	for k, v := range table.Key(table.DeploymentPK, table.DeliveryLogSK) {
 		av[k] = v
 	}
 	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
@@ -87,7 +76,7 @@ func (s *Store) Put(ctx context.Context, u redeliver.Undelivered) error {
 
 // Get returns the item; false when no scheduled sweep has written it yet.
 func (s *Store) Get(ctx context.Context) (redeliver.Undelivered, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key()})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: table.Key(table.DeploymentPK, table.DeliveryLogSK)})
 	if err != nil {
 		return redeliver.Undelivered{}, false, fmt.Errorf("reading the failed webhook deliveries: %w", err)
 	}

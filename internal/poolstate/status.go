@@ -1,22 +1,14 @@
-// Package poolstate keeps what the sweeper knows of each pool between invocations,
-// in the same DynamoDB table as the reservations:
-//
-//   - the status item (PK=POOL#<pool>, SK=STATUS): the last decision, the last
-//     scale-out and sync times, and runner counts by phase — what ARC kept in the
-//     HorizontalRunnerAutoscaler status — written with optimistic concurrency;
-//   - the lease item (PK=POOL#<pool>, SK=LEASE): who may reconcile the pool now.
-//     Nobody acquires it before it expires or is released, and its holder stops
-//     by its Deadline (expiry minus a margin) unless it renewed: so two sweepers
-//     do not act on one pool at once, provided their clocks agree within the
-//     margin and a write in flight when the holder stops lands within it
-//     (sweeper's TestHungRenewalStopsTheHolderBeforeExpiry).
+// Package poolstate keeps what the sweeper knows of each pool between
+// invocations, in the same DynamoDB table as the reservations: the pool's status
+// item (PK=POOL#<pool>, SK=STATUS) — the last decision, the last scale-out and
+// sync times, runner counts by phase, the latest failures: what ARC kept in the
+// HorizontalRunnerAutoscaler status — written with optimistic concurrency.
 package poolstate
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -24,18 +16,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
 // ErrConflict means the status item changed since it was read (another writer won).
 var ErrConflict = errors.New("pool status changed since it was read")
 
-// API is the part of the DynamoDB client this package uses.
+// API is the part of the DynamoDB client the status store uses.
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 }
 
 // Status is the pool status item.
@@ -80,17 +70,14 @@ type Store struct {
 // NewStore returns a status store over tableName.
 func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
 
-func itemKey(pool, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		table.PartitionKey: &types.AttributeValueMemberS{Value: reservation.PoolKey(pool)},
-		table.SortKey:      &types.AttributeValueMemberS{Value: sk},
-	}
+func itemKey(pool string) map[string]types.AttributeValue {
+	return table.Key(table.PoolPK(pool), table.StatusSK)
 }
 
 // Get returns the pool's status; a pool never swept has the zero Status (version 0).
 func (s *Store) Get(ctx context.Context, pool string) (Status, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: itemKey(pool, "STATUS"), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(s.table), Key: itemKey(pool), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Status{}, fmt.Errorf("reading status of pool %s: %w", pool, err)
@@ -115,21 +102,20 @@ func (s *Store) Put(ctx context.Context, st Status) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("encoding status of pool %s: %w", st.Pool, err)
 	}
-	for k, v := range itemKey(st.Pool, "STATUS") {
+	for k, v := range itemKey(st.Pool) {
 		item[k] = v
 	}
 	cond, values := "attribute_not_exists(#v)", map[string]types.AttributeValue(nil)
 	if read > 0 {
 		cond = "#v = :read"
-		values = map[string]types.AttributeValue{":read": &types.AttributeValueMemberN{Value: strconv.FormatInt(read, 10)}}
+		values = map[string]types.AttributeValue{":read": table.Num(read)}
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{"#v": "version"}, ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return Status{}, fmt.Errorf("writing status of pool %s at version %d: %w", st.Pool, read, ErrConflict)
 	case err != nil:
 		return Status{}, fmt.Errorf("writing status of pool %s: %w", st.Pool, err)

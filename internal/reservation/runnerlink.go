@@ -2,7 +2,6 @@ package reservation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -44,9 +43,6 @@ func (j RunnerJob) At() time.Time { return time.UnixMilli(j.AtMillis).UTC() }
 // job after its timeout-minutes, 360 by default.
 const DefaultLinkLifetime = 6 * time.Hour
 
-// RunnerKey is the partition key of a runner's links.
-func RunnerKey(runner string) string { return "RUNNER#" + runner }
-
 // RecordRunner records that d's runner took d's job (in_progress) or finished it
 // (completed). A delivery that names no runner, or is of another state, records
 // nothing. It reports whether the link moved forward. Errors are DynamoDB
@@ -62,24 +58,23 @@ func (s *Store) RecordRunner(ctx context.Context, d Delivery) (Outcome, error) {
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
-		Key:                 key(RunnerKey(d.RunnerName), jobKey(d.JobID)),
+		Key:                 table.Key(table.RunnerPK(d.RunnerName), table.JobSK(d.JobID)),
 		UpdateExpression:    aws.String("SET #state = :state, #runner = :runner, #job = :job, #pool = :pool, #at = :at, #ttl = :ttl"),
 		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
 		ExpressionAttributeNames: map[string]string{
 			"#state": "state", "#runner": "runner", "#job": "jobId", "#pool": "pool", "#at": "at", "#ttl": table.TTLAttribute,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":state":  num(int64(d.State)),
-			":runner": &types.AttributeValueMemberS{Value: d.RunnerName},
-			":job":    num(d.JobID),
-			":pool":   &types.AttributeValueMemberS{Value: d.Pool},
-			":at":     num(now.UnixMilli()),
-			":ttl":    num(ttl.Unix()),
+			":state":  table.Num(int64(d.State)),
+			":runner": table.Str(d.RunnerName),
+			":job":    table.Num(d.JobID),
+			":pool":   table.Str(d.Pool),
+			":at":     table.Millis(now),
+			":ttl":    table.Num(ttl.Unix()),
 		},
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return Stale, nil
 	case err != nil:
 		return 0, fmt.Errorf("recording that runner %s took job %d (%s): %w", d.RunnerName, d.JobID, d.State, err)
@@ -96,7 +91,7 @@ func (s *Store) RunnerJobs(ctx context.Context, runner string) ([]RunnerJob, err
 		TableName:                 aws.String(s.table),
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ExpressionAttributeNames:  map[string]string{"#pk": table.PartitionKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: RunnerKey(runner)}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.RunnerPK(runner))},
 		ConsistentRead:            aws.Bool(true),
 	})
 	var items []map[string]types.AttributeValue

@@ -24,10 +24,8 @@ package reservation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -149,44 +147,28 @@ type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
-// DefaultMigrationWindow is how long after the index marker's time Active keeps
-// reading whole partitions (see Active). It covers a deployment: CloudFormation
-// updates the sweeper before the webhook, whose old code writes items without the
-// index attribute until its own update is done.
-const DefaultMigrationWindow = 15 * time.Minute
-
 // Store reads and writes reservations in one table.
 type Store struct {
 	db        API
 	table     string
 	clock     clock.PassiveClock
 	retention time.Duration
-	window    time.Duration
-	// indexed is set once the index marker is older than the window; the marker
-	// never moves, so from then on Active reads only the index.
-	indexed atomic.Bool
+	// migration is the state of the one-off migration to the active index (migrate.go).
+	migration migration
 }
 
 // Option tunes a Store.
 type Option func(*Store)
 
-// WithMigrationWindow sets the migration window (default DefaultMigrationWindow).
-func WithMigrationWindow(d time.Duration) Option { return func(s *Store) { s.window = d } }
-
 // New returns a store over tableName. The clock decides effective and expiration
 // times, and when the migration window ends.
 func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Store {
-	s := &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention, window: DefaultMigrationWindow}
+	s := &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention, migration: migration{window: DefaultMigrationWindow}}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
 }
-
-// PoolKey is the partition key of everything the product stores about a pool.
-func PoolKey(pool string) string { return "POOL#" + pool }
-
-func jobKey(jobID int64) string { return "JOB#" + strconv.FormatInt(jobID, 10) }
 
 // Record applies d if it moves the job's state forward. The effective time is set
 // when the item is created (the first delivery seen) and never changed; the
@@ -204,15 +186,15 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
 		"#eff = if_not_exists(#eff, :now), #pool = :pool, #job = :job, #run = :run, #repo = :repo, #delivery = :delivery"
 	values := map[string]types.AttributeValue{
-		":state":    num(int64(d.State)),
-		":amount":   num(int64(d.Amount)),
-		":exp":      num(expiration.UnixMilli()),
-		":now":      num(now.UnixMilli()),
-		":pool":     &types.AttributeValueMemberS{Value: d.Pool},
-		":job":      num(d.JobID),
-		":run":      num(d.RunID),
-		":repo":     &types.AttributeValueMemberS{Value: d.Repository},
-		":delivery": &types.AttributeValueMemberS{Value: d.DeliveryID},
+		":state":    table.Num(int64(d.State)),
+		":amount":   table.Num(int64(d.Amount)),
+		":exp":      table.Millis(expiration),
+		":now":      table.Millis(now),
+		":pool":     table.Str(d.Pool),
+		":job":      table.Num(d.JobID),
+		":run":      table.Num(d.RunID),
+		":repo":     table.Str(d.Repository),
+		":delivery": table.Str(d.DeliveryID),
 	}
 	names := map[string]string{
 		"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
@@ -225,20 +207,19 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 		update += " REMOVE #active"
 	} else {
 		update += ", #active = :active"
-		values[":active"] = &types.AttributeValueMemberS{Value: PoolKey(d.Pool)}
+		values[":active"] = table.Str(table.PoolPK(d.Pool))
 	}
-	values[":ttl"] = num(ttlBase.Add(s.retention).Unix())
+	values[":ttl"] = table.Num(ttlBase.Add(s.retention).Unix())
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
-		Key:                       key(PoolKey(d.Pool), jobKey(d.JobID)),
+		Key:                       table.Key(table.PoolPK(d.Pool), table.JobSK(d.JobID)),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("attribute_not_exists(#state) OR #state < :state"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return Stale, nil
 	case err != nil:
 		return 0, fmt.Errorf("recording %s of job %d in pool %s: %w", d.State, d.JobID, d.Pool, err)
@@ -255,20 +236,12 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 // deliveries asked for this sweep: each one the index lacks is read from the table
 // with a strongly consistent GetItem (and returned if it holds capacity).
 //
-// Migration: items written before the index existed lack its attribute. Until the
-// index marker (table.IndexMarkerSK) is older than the migration window, Active
-// reads the whole partition with strong consistency instead — as it did before the
-// index, so it misses nothing — and gives the attribute to the unfinished items
-// that lack it. The first call on a table without a marker writes it with the time
-// of that call.
+// During the migration to the index (migrate.go) it reads whole partitions with
+// strong consistency instead, and misses nothing.
 func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Reservation, error) {
 	now := s.clock.Now()
-	indexed, err := s.indexReady(ctx, now)
-	if err != nil {
-		return nil, err
-	}
-	if !indexed {
-		return s.activeBackfilling(ctx, pool, now)
+	if rs, answered, err := s.migrating(ctx, pool, now); answered {
+		return rs, err
 	}
 	items, err := s.query(ctx, indexQuery(s.table, pool, now), pool)
 	if err != nil {
@@ -311,129 +284,17 @@ func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
 			"#active": table.ActiveKey, "#state": "state", "#exp": "expirationTime",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        &types.AttributeValueMemberS{Value: PoolKey(pool)},
-			":completed": num(int64(Completed)),
-			":now":       num(now.UnixMilli()),
+			":pk":        table.Str(table.PoolPK(pool)),
+			":completed": table.Num(int64(Completed)),
+			":now":       table.Millis(now),
 		},
 	}
-}
-
-// partitionQuery reads every job item of the pool, completed ones included, with
-// strong consistency: what Active did before the index, and still does during the
-// migration window.
-func partitionQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
-		TableName:              aws.String(tableName),
-		KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :job)"),
-		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
-		ExpressionAttributeNames: map[string]string{
-			"#pk": table.PartitionKey, "#sk": table.SortKey, "#state": "state", "#exp": "expirationTime",
-		},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        &types.AttributeValueMemberS{Value: PoolKey(pool)},
-			":job":       &types.AttributeValueMemberS{Value: "JOB#"},
-			":completed": num(int64(Completed)),
-			":now":       num(now.UnixMilli()),
-		},
-		ConsistentRead: aws.Bool(true),
-	}
-}
-
-// activeBackfilling is Active during the migration window: the whole partition,
-// strongly consistent, and the index attribute for the unfinished items without it.
-func (s *Store) activeBackfilling(ctx context.Context, pool string, now time.Time) ([]Reservation, error) {
-	items, err := s.query(ctx, partitionQuery(s.table, pool, now), pool)
-	if err != nil {
-		return nil, err
-	}
-	for _, it := range items {
-		if _, ok := it[table.ActiveKey]; !ok {
-			if err := s.backfill(ctx, pool, it[table.SortKey]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	return decode(items, pool)
-}
-
-// backfill gives an unfinished item written before the index its index attribute.
-// The condition keeps a `completed` recorded meanwhile out of the index.
-func (s *Store) backfill(ctx context.Context, pool string, sk types.AttributeValue) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key: map[string]types.AttributeValue{
-			table.PartitionKey: &types.AttributeValueMemberS{Value: PoolKey(pool)}, table.SortKey: sk,
-		},
-		UpdateExpression:         aws.String("SET #active = :pk"),
-		ConditionExpression:      aws.String("#state < :completed AND attribute_not_exists(#active)"),
-		ExpressionAttributeNames: map[string]string{"#active": table.ActiveKey, "#state": "state"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        &types.AttributeValueMemberS{Value: PoolKey(pool)},
-			":completed": num(int64(Completed)),
-		},
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
-		return fmt.Errorf("adding a reservation of pool %s to the active index: %w", pool, err)
-	}
-	return nil
-}
-
-// indexReady reports whether the migration window is over: the index marker is
-// at least the window old. Without a marker it writes one (now): the table may
-// hold items from before the index.
-func (s *Store) indexReady(ctx context.Context, now time.Time) (bool, error) {
-	if s.indexed.Load() {
-		return true, nil
-	}
-	since, err := s.indexedSince(ctx, now)
-	if err != nil {
-		return false, err
-	}
-	if now.Before(since.Add(s.window)) {
-		return false, nil
-	}
-	s.indexed.Store(true)
-	return true, nil
-}
-
-func (s *Store) indexedSince(ctx context.Context, now time.Time) (time.Time, error) {
-	markerKey := key(table.IndexMarkerPK, table.IndexMarkerSK)
-	for range 2 {
-		out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: markerKey, ConsistentRead: aws.Bool(true)})
-		if err != nil {
-			return time.Time{}, fmt.Errorf("reading the active index marker: %w", err)
-		}
-		if v, ok := out.Item[table.IndexedSince].(*types.AttributeValueMemberN); ok {
-			ms, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("active index marker %q: %w", v.Value, err)
-			}
-			return time.UnixMilli(ms), nil
-		}
-		item := key(table.IndexMarkerPK, table.IndexMarkerSK)
-		item[table.IndexedSince] = num(now.UnixMilli())
-		_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-			TableName: aws.String(s.table), Item: item,
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey},
-		})
-		var ccf *types.ConditionalCheckFailedException
-		switch {
-		case err == nil:
-			return now, nil
-		case !errors.As(err, &ccf):
-			return time.Time{}, fmt.Errorf("writing the active index marker: %w", err)
-		}
-		// Another sweeper wrote it first: read theirs.
-	}
-	return time.Time{}, errors.New("the active index marker is written but cannot be read")
 }
 
 // get reads one job item with strong consistency; ok is false if there is none.
 func (s *Store) get(ctx context.Context, pool string, job int64) (Reservation, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: key(PoolKey(pool), jobKey(job)), ConsistentRead: aws.Bool(true),
+		TableName: aws.String(s.table), Key: table.Key(table.PoolPK(pool), table.JobSK(job)), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Reservation{}, false, fmt.Errorf("reading reservation of job %d in pool %s: %w", job, pool, err)
@@ -480,36 +341,24 @@ func decode(items []map[string]types.AttributeValue, pool string) ([]Reservation
 func (s *Store) Extend(ctx context.Context, pool string, jobID int64, until time.Time) (bool, error) {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
-		Key:                 key(PoolKey(pool), jobKey(jobID)),
+		Key:                 table.Key(table.PoolPK(pool), table.JobSK(jobID)),
 		UpdateExpression:    aws.String("SET #exp = :until, #ttl = :ttl ADD #ext :one"),
 		ConditionExpression: aws.String("#state = :queued AND #exp < :until"),
 		ExpressionAttributeNames: map[string]string{
 			"#exp": "expirationTime", "#ttl": table.TTLAttribute, "#state": "state", "#ext": "extensions",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":until":  num(until.UnixMilli()),
-			":ttl":    num(until.Add(s.retention).Unix()),
-			":queued": num(int64(Queued)),
-			":one":    num(1),
+			":until":  table.Millis(until),
+			":ttl":    table.Num(until.Add(s.retention).Unix()),
+			":queued": table.Num(int64(Queued)),
+			":one":    table.Num(1),
 		},
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("extending reservation of job %d in pool %s: %w", jobID, pool, err)
 	}
 	return true, nil
-}
-
-func key(pk, sk string) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		table.PartitionKey: &types.AttributeValueMemberS{Value: pk},
-		table.SortKey:      &types.AttributeValueMemberS{Value: sk},
-	}
-}
-
-func num(v int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
 }

@@ -56,15 +56,15 @@ func (r Reservation) Trail() []Seen {
 func trailUpdate(d Delivery, now time.Time, names map[string]string, values map[string]types.AttributeValue) string {
 	names["#seen"] = seenAttribute(d.State)
 	values[":seen"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		"id": &types.AttributeValueMemberS{Value: d.DeliveryID}, "at": num(now.UnixMilli()),
+		"id": table.Str(d.DeliveryID), "at": table.Millis(now),
 	}}
 	update := ", #seen = :seen"
 	if d.RunnerID != 0 {
-		names["#runnerId"], values[":runnerId"] = "runnerId", num(d.RunnerID)
+		names["#runnerId"], values[":runnerId"] = "runnerId", table.Num(d.RunnerID)
 		update += ", #runnerId = :runnerId"
 	}
 	if d.RunnerName != "" {
-		names["#runnerName"], values[":runnerName"] = "runnerName", &types.AttributeValueMemberS{Value: d.RunnerName}
+		names["#runnerName"], values[":runnerName"] = "runnerName", table.Str(d.RunnerName)
 		update += ", #runnerName = :runnerName"
 	}
 	return update
@@ -90,7 +90,7 @@ func (s *Store) Unfinished(ctx context.Context, pool string) ([]Reservation, err
 		FilterExpression:         aws.String("#state < :completed"),
 		ExpressionAttributeNames: map[string]string{"#active": table.ActiveKey, "#state": "state"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: PoolKey(pool)}, ":completed": num(int64(Completed)),
+			":pk": table.Str(table.PoolPK(pool)), ":completed": table.Num(int64(Completed)),
 		},
 	}, pool)
 	if err != nil {

@@ -2,7 +2,6 @@ package reservation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,12 +13,9 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
-// UnroutedKey is the partition of the jobs that asked for a self-hosted runner
-// but matched no pool, kept so that an operator can see why they wait
-// (PK=UNROUTED, SK=JOB#<jobId>). They reserve nothing.
-const UnroutedKey = "UNROUTED"
-
-// Unrouted is a job no pool matched, as its latest delivery described it.
+// Unrouted is a job no pool matched, as its latest delivery described it. Such
+// jobs are kept (PK=UNROUTED, SK=JOB#<jobId>) so that an operator can see why they
+// wait; they reserve nothing.
 type Unrouted struct {
 	JobID      int64    `dynamodbav:"jobId"`
 	Repository string   `dynamodbav:"repository"`
@@ -45,21 +41,20 @@ func (s *Store) RecordUnrouted(ctx context.Context, u Unrouted) error {
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table),
-		Key:       key(UnroutedKey, jobKey(u.JobID)),
+		Key:       table.Key(table.UnroutedPK, table.JobSK(u.JobID)),
 		UpdateExpression: aws.String("SET #state = :state, #job = :job, #repo = :repo, #labels = :labels, #reason = :reason, " +
 			"#delivery = :delivery, #first = if_not_exists(#first, :now), #ttl = :ttl"),
 		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
 		ExpressionAttributeNames: map[string]string{"#state": "state", "#job": "jobId", "#repo": "repository",
 			"#labels": "labels", "#reason": "reason", "#delivery": "deliveryId", "#first": "firstSeen", "#ttl": table.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":state": num(int64(u.State)), ":job": num(u.JobID), ":repo": &types.AttributeValueMemberS{Value: u.Repository},
-			":labels": labels, ":reason": &types.AttributeValueMemberS{Value: u.Reason},
-			":delivery": &types.AttributeValueMemberS{Value: u.DeliveryID}, ":now": num(now.UnixMilli()),
-			":ttl": num(now.Add(s.retention).Unix()),
+			":state": table.Num(int64(u.State)), ":job": table.Num(u.JobID), ":repo": table.Str(u.Repository),
+			":labels": labels, ":reason": table.Str(u.Reason),
+			":delivery": table.Str(u.DeliveryID), ":now": table.Millis(now),
+			":ttl": table.Num(now.Add(s.retention).Unix()),
 		},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if err != nil && !table.ConditionFailed(err) {
 		return fmt.Errorf("recording unrouted job %d: %w", u.JobID, err)
 	}
 	return nil
@@ -75,8 +70,8 @@ func (s *Store) UnroutedQueued(ctx context.Context) ([]Unrouted, error) {
 		FilterExpression:         aws.String("#state = :queued AND #first > :since"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#state": "state", "#first": "firstSeen"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: UnroutedKey}, ":queued": num(int64(Queued)),
-			":since": num(now.Add(-s.retention).UnixMilli()),
+			":pk": table.Str(table.UnroutedPK), ":queued": table.Num(int64(Queued)),
+			":since": table.Millis(now.Add(-s.retention)),
 		},
 	})
 	var out []Unrouted

@@ -9,6 +9,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -48,7 +49,7 @@ func (f *removedFinder) Remaining(context.Context, []string, func(string) bool) 
 	return nil, nil
 }
 
-func newDrainEnv(t *testing.T) (*sweeper.Sweeper, *decisions, *reservation.Store, *poolstate.DrainMark) {
+func newDrainEnv(t *testing.T) (*sweeper.Sweeper, *decisions, *reservation.Store, *drain.Mark) {
 	t.Helper()
 	cfg, err := pool.Parse([]byte(`
 pools:
@@ -64,9 +65,9 @@ pools:
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(t0)
 	rec := &decisions{pools: map[string]*pool.Pool{}, d: map[string]scaling.Decision{}}
-	mark := poolstate.NewDrainMark(db, name)
+	mark := drain.NewMark(db, name)
 	rs := reservation.New(db, name, clk)
-	s, err := sweeper.New(cfg, rs, poolstate.NewStore(db, name), poolstate.NewLeases(db, name, clk, 30*time.Second), rec, clk, nil,
+	s, err := sweeper.New(cfg, rs, poolstate.NewStore(db, name), newLeases(t, db, name, clk), rec, clk, nil,
 		sweeper.Options{Removed: &removedFinder{}, Drain: mark})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -54,7 +53,7 @@ func newLaggingEnv(t *testing.T, rec sweeper.Reconciler, hidden ...int64) *env {
 		lag.hidden[j] = true
 	}
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
-		leases: poolstate.NewLeases(db, name, clk, 30*time.Second), clock: clk}
+		leases: newLeases(t, db, name, clk), clock: clk}
 	if e.sweeper, err = sweeper.New(cfg, reservation.New(lag, name, clk), e.status, e.leases, rec, clk, nil, sweeper.Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 )
 
 // Validate reports, by field name, the settings New cannot use: a negative
@@ -43,7 +43,7 @@ func (o Options) Validate() error {
 
 // required checks New's arguments: every dependency but the reconciler and the
 // logger, and the options.
-func required(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, clk clock.Clock, opts Options) error {
+func required(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, clk clock.Clock, opts Options) error {
 	var errs []error
 	for _, dep := range []struct {
 		name    string

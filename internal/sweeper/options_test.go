@@ -8,6 +8,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -19,14 +20,14 @@ type deps struct {
 	pools  *pool.Config
 	rs     sweeper.Reservations
 	status sweeper.StatusStore
-	leases *poolstate.Leases
+	leases *lease.Leases
 	clock  clock.Clock
 }
 
 func newDeps(t *testing.T) deps {
 	clk := clocktesting.NewFakeClock(t0)
 	return deps{pools: mustPools(t), rs: reservation.New(nil, "table", clk), status: poolstate.NewStore(nil, "table"),
-		leases: poolstate.NewLeases(nil, "table", clk, 30*time.Second), clock: clk}
+		leases: mustLeases(t, clk), clock: clk}
 }
 
 func (d deps) new(opts sweeper.Options) (*sweeper.Sweeper, error) {
@@ -78,4 +79,13 @@ func TestNewRequiresItsDependencies(t *testing.T) {
 			t.Errorf("New without %s: %v; want an error naming it", name, err)
 		}
 	}
+}
+
+func mustLeases(t *testing.T, clk *clocktesting.FakeClock) *lease.Leases {
+	t.Helper()
+	l, err := lease.New(nil, "table", clk, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

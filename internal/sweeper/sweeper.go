@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
@@ -113,7 +114,7 @@ type Sweeper struct {
 	pools        *pool.Config
 	reservations Reservations
 	status       StatusStore
-	leases       *poolstate.Leases
+	leases       *lease.Leases
 	reconciler   Reconciler
 	clock        clock.Clock
 	log          *slog.Logger
@@ -122,9 +123,8 @@ type Sweeper struct {
 
 // New returns a sweeper, or an error naming each missing dependency and each
 // option Options.Validate rejects. reconciler may be nil: the sweeper then
-// decides and records desired counts without touching Kubernetes. clk also times
-// the lease: its renewals and its holder's deadline.
-func New(pools *pool.Config, rs Reservations, status StatusStore, leases *poolstate.Leases, reconciler Reconciler,
+// decides and records desired counts without touching Kubernetes.
+func New(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, reconciler Reconciler,
 	clk clock.Clock, log *slog.Logger, opts Options) (*Sweeper, error) {
 	if err := required(pools, rs, status, leases, clk, opts); err != nil {
 		return nil, err
@@ -272,12 +272,12 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 // sweeps again and counts them.
 func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
 	log := s.log.With("pool", p.Name, "holder", holder)
-	lease, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
+	held, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
 	switch {
 	case errors.Is(err, errHandedOver):
 		log.InfoContext(ctx, "pool busy: marked dirty for its lease holder to sweep again")
 		return skipped
-	case errors.Is(err, poolstate.ErrLeaseHeld):
+	case errors.Is(err, lease.ErrHeld):
 		log.InfoContext(ctx, "pool skipped: another sweeper holds its lease", "error", err)
 		return skipped
 	case err != nil:
@@ -286,19 +286,19 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 	}
 	pending := nudges{}
 	pending.add(jobs)
-	pending.add(lease.Nudged)
+	pending.add(held.Nudged)
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
-		if err := s.underLease(ctx, lease, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, rlog) }); err != nil {
+		if err := held.Hold(ctx, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, rlog) }); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
-			if rerr := lease.ForceRelease(ctx); rerr != nil && !errors.Is(rerr, poolstate.ErrLeaseLost) {
+			if rerr := held.ForceRelease(ctx); rerr != nil && !errors.Is(rerr, lease.ErrLost) {
 				log.WarnContext(ctx, "releasing lease", "error", rerr)
 			}
 			return failed
 		}
-		again, err := lease.Release(ctx)
+		again, err := held.Release(ctx)
 		if err != nil {
 			log.ErrorContext(ctx, "releasing lease", "error", err)
 			return failed
@@ -306,10 +306,10 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 		if !again {
 			return swept
 		}
-		pending.add(lease.Nudged)
+		pending.add(held.Nudged)
 		if round >= s.opts.MaxRounds || nearDeadline(ctx) {
 			log.WarnContext(ctx, "still nudged after many rounds; letting the lease go", "rounds", round)
-			if err := lease.ForceRelease(ctx); err != nil {
+			if err := held.ForceRelease(ctx); err != nil {
 				log.WarnContext(ctx, "releasing lease", "error", err)
 			}
 			return swept
@@ -321,11 +321,11 @@ var errHandedOver = errors.New("handed over to the lease holder")
 
 // acquire takes the lease. For a nudge that finds it held, it marks the pool dirty
 // instead (errHandedOver); if the lease was released in between, it tries again.
-func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool, jobs []int64) (*poolstate.Lease, error) {
+func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool, jobs []int64) (*lease.Lease, error) {
 	for range 3 {
-		lease, err := s.leases.Acquire(ctx, pool, holder)
-		if err == nil || !nudged || !errors.Is(err, poolstate.ErrLeaseHeld) {
-			return lease, err
+		held, err := s.leases.Acquire(ctx, pool, holder)
+		if err == nil || !nudged || !errors.Is(err, lease.ErrHeld) {
+			return held, err
 		}
 		marked, err := s.leases.MarkDirty(ctx, pool, jobs...)
 		if err != nil {
@@ -335,7 +335,7 @@ func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool,
 			return nil, errHandedOver
 		}
 	}
-	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, poolstate.ErrLeaseHeld)
+	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, lease.ErrHeld)
 }
 
 // nudges are the jobs nudges named to a sweepPool, and whether each still needs a
@@ -375,7 +375,7 @@ func (n nudges) settle(rs []reservation.Reservation) {
 	}
 }
 
-// sweepOnce is one decide → reconcile → record pass; run it under the lease.
+// sweepOnce is one decide → reconcile → record pass; run it under the lease (Lease.Hold).
 func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, log *slog.Logger) error {
 	start := s.clock.Now()
 	var (
@@ -423,134 +423,6 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, lo
 		"extended", extended, "nextChange", d.NextChange, "phases", st.Phases, "reason", d.Reason,
 		"took", s.clock.Since(start))
 	return nil
-}
-
-// errLeaseDeadline: the holder reached its lease's Deadline without a successful
-// renewal; another sweeper may take the pool at the lease's expiry.
-var errLeaseDeadline = errors.New("lease deadline reached without a renewal")
-
-// underLease runs fn with a context that is cancelled at the lease's Deadline
-// (its expiry minus the margin, measured from the last acquiring or renewing
-// request that succeeded) and at once if the lease is lost. Meanwhile it renews
-// the lease every third of its length, like client-go's leader election: only a
-// successful renewal moves the deadline, and a renewal that hangs or fails does
-// not keep fn going. fn must stop writing when its context is done; underLease
-// returns only after fn and any renewal in flight have returned.
-func (s *Sweeper) underLease(ctx context.Context, lease *poolstate.Lease, log *slog.Logger, fn func(context.Context) error) error {
-	if deadline := lease.Deadline(); !s.clock.Now().Before(deadline) {
-		return fmt.Errorf("pool %s: %w (at %s)", lease.Pool, errLeaseDeadline, deadline.Format(time.RFC3339Nano))
-	}
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() { s.keepLease(ctx, lease, cancel, stop, log) })
-	err := fn(ctx)
-	close(stop)
-	wg.Wait()
-	if cause := context.Cause(ctx); cause != nil {
-		return errors.Join(err, fmt.Errorf("pool %s: stopped acting on the pool: %w", lease.Pool, cause))
-	}
-	return err
-}
-
-// keepLease renews lease until stop is closed, and cancels ctx when the lease is
-// lost or its Deadline comes first.
-func (s *Sweeper) keepLease(ctx context.Context, lease *poolstate.Lease, cancel context.CancelCauseFunc, stop <-chan struct{}, log *slog.Logger) {
-	renewCtx, stopRenewal := context.WithCancel(ctx)
-	k := &leaseKeeper{clock: s.clock, lease: lease, cancel: cancel, log: log, renewCtx: renewCtx}
-	k.renewed(nil) // the lease as acquired or last renewed
-	defer k.wait(stopRenewal)
-	for {
-		due := k.due()
-		if !k.clock.Now().Before(due) {
-			if k.tick() {
-				return
-			}
-			continue
-		}
-		timer := k.clock.NewTimer(due.Sub(k.clock.Now()))
-		var done bool
-		select {
-		case <-stop:
-			done = true
-		case err := <-k.renewal:
-			done = k.renewed(err)
-		case <-timer.C():
-			done = k.tick()
-		}
-		timer.Stop()
-		if done {
-			return
-		}
-	}
-}
-
-// leaseKeeper is keepLease's state. It reads the lease only while no renewal is
-// in flight (Renew updates it).
-type leaseKeeper struct {
-	clock    clock.Clock
-	lease    *poolstate.Lease
-	cancel   context.CancelCauseFunc
-	log      *slog.Logger
-	renewCtx context.Context
-	// deadline and renewAt follow the last successful (re)acquisition.
-	deadline, renewAt time.Time
-	// renewal is non-nil while a renewal is in flight; it receives its result.
-	renewal chan error
-	// sent is when the last renewal was sent.
-	sent time.Time
-}
-
-// due is when the keeper must act next: renew, or stop at the deadline.
-func (k *leaseKeeper) due() time.Time {
-	if k.renewal == nil && k.renewAt.Before(k.deadline) {
-		return k.renewAt
-	}
-	return k.deadline
-}
-
-// tick cancels at the deadline, else starts a renewal when one is due; it
-// reports whether the keeper is done.
-func (k *leaseKeeper) tick() bool {
-	now := k.clock.Now()
-	if !now.Before(k.deadline) {
-		k.cancel(fmt.Errorf("%w (at %s)", errLeaseDeadline, k.deadline.Format(time.RFC3339Nano)))
-		return true
-	}
-	if k.renewal == nil && !now.Before(k.renewAt) {
-		k.renewal, k.sent = make(chan error, 1), now
-		go func(result chan<- error) { result <- k.lease.Renew(k.renewCtx) }(k.renewal)
-	}
-	return false
-}
-
-// renewed takes a renewal's result: success moves the deadline and schedules the
-// next renewal a third of the length after it was sent; a lost lease cancels at
-// once; another failure is retried a fifteenth of the length after it was sent
-// (at once if it took longer), until the deadline.
-func (k *leaseKeeper) renewed(err error) bool {
-	k.renewal = nil
-	switch {
-	case err == nil:
-		k.deadline, k.renewAt = k.lease.Deadline(), k.lease.Until.Add(-k.lease.Length()*2/3)
-	case errors.Is(err, poolstate.ErrLeaseLost):
-		k.cancel(err)
-		return true
-	default:
-		k.log.WarnContext(k.renewCtx, "renewing lease", "error", err, "deadline", k.deadline)
-		k.renewAt = k.sent.Add(k.lease.Length() / 15)
-	}
-	return false
-}
-
-// wait cancels a renewal still in flight and waits for it: the caller may use the
-// lease again once keepLease has returned.
-func (k *leaseKeeper) wait(stopRenewal context.CancelFunc) {
-	stopRenewal()
-	if k.renewal != nil {
-		<-k.renewal
-	}
 }
 
 // extendWaiting keeps the reservations of queued jobs alive while they wait for

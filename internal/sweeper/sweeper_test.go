@@ -3,11 +3,9 @@ package sweeper_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -36,7 +35,7 @@ type env struct {
 	sweeper *sweeper.Sweeper
 	rs      *reservation.Store
 	status  *poolstate.Store
-	leases  *poolstate.Leases
+	leases  *lease.Leases
 	clock   *clocktesting.FakeClock
 	db      *dynamodb.Client
 	table   string
@@ -44,11 +43,11 @@ type env struct {
 
 func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
 	t.Helper()
-	return newEnvWith(t, rec, func(db poolstate.API) poolstate.API { return db })
+	return newEnvWith(t, rec, func(db lease.API) lease.API { return db })
 }
 
 // newEnvWith lets the leases see DynamoDB through wrap.
-func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(poolstate.API) poolstate.API, opts ...poolstate.LeaseOption) *env {
+func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(lease.API) lease.API) *env {
 	t.Helper()
 	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
 	if err != nil {
@@ -57,11 +56,21 @@ func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(poolstate.API) p
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(t0)
 	e := &env{rs: reservation.New(db, name, clk), status: poolstate.NewStore(db, name),
-		leases: poolstate.NewLeases(wrap(db), name, clk, 30*time.Second, opts...), clock: clk, db: db, table: name}
+		leases: newLeases(t, wrap(db), name, clk), clock: clk, db: db, table: name}
 	if e.sweeper, err = sweeper.New(cfg, e.rs, e.status, e.leases, rec, clk, nil, sweeper.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// newLeases returns 30-second leases, as the sweeper's tests take them.
+func newLeases(t *testing.T, db lease.API, name string, clk clock.Clock) *lease.Leases {
+	t.Helper()
+	leases, err := lease.New(db, name, clk, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leases
 }
 
 func (e *env) queue(t *testing.T, pool string, jobs ...int64) {
@@ -282,176 +291,43 @@ func TestDuplicatedEventCannotShareTheLease(t *testing.T) {
 	}
 }
 
-// partitionedDB is the leases' view of DynamoDB in which, once cut, the first
-// holder's lease writes (renewals and releases) hang until their context ends,
-// as with a network partition and no response timeout.
-type partitionedDB struct {
-	poolstate.API
-	cut      atomic.Bool
-	renewing chan struct{}
-	mu       sync.Mutex
-	first    string // the first holder to acquire
-}
-
-// isFirst notes the first acquiring holder and reports whether in is its write.
-func (p *partitionedDB) isFirst(in *dynamodb.UpdateItemInput) bool {
-	me, _ := in.ExpressionAttributeValues[":me"].(*types.AttributeValueMemberS)
-	if me == nil {
-		return false
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.first == "" && strings.Contains(aws.ToString(in.UpdateExpression), "#acquired") {
-		p.first = me.Value
-	}
-	return me.Value == p.first
-}
-
-func (p *partitionedDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if !p.isFirst(in) || !p.cut.Load() {
-		return p.API.UpdateItem(ctx, in, opts...)
-	}
-	if aws.ToString(in.UpdateExpression) == "SET #until = :until" {
-		select {
-		case p.renewing <- struct{}{}:
-		default:
-		}
-	}
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
-// interval is one Reconcile call on the fake clock, and its order of events.
-type interval struct {
-	holder     int
-	start, end time.Time
-	seqStart   int
-	seqEnd     int
-}
-
-// recordingReconciler records each call's interval; the first call runs until its
-// context is cancelled or release is closed, as a long reconcile would.
-type recordingReconciler struct {
+// cancelledReconciler reconciles octo until its context ends, and records when
+// (on the fake clock) that was.
+type cancelledReconciler struct {
 	clock   clock.PassiveClock
-	mu      sync.Mutex
-	seq     int
-	calls   []*interval
 	entered chan struct{}
 	ended   chan struct{}
-	release chan struct{} // nil: only the context ends the first call
+	endedAt time.Time // read after ended is closed
 }
 
-func (r *recordingReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+func (r *cancelledReconciler) Reconcile(ctx context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
 	if p.Name != "octo" {
 		return nil
 	}
-	r.mu.Lock()
-	r.seq++
-	iv := &interval{holder: len(r.calls) + 1, start: r.clock.Now(), seqStart: r.seq}
-	r.calls = append(r.calls, iv)
-	r.mu.Unlock()
-	var err error
-	if iv.holder == 1 {
-		close(r.entered)
-		select {
-		case <-ctx.Done():
-			err = ctx.Err()
-		case <-r.release:
-		}
-	}
-	r.mu.Lock()
-	r.seq++
-	iv.end, iv.seqEnd = r.clock.Now(), r.seq
-	r.mu.Unlock()
-	if iv.holder == 1 {
-		close(r.ended)
-	}
-	return err
-}
-
-func (r *recordingReconciler) intervals() []interval {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]interval, len(r.calls))
-	for i, c := range r.calls {
-		out[i] = *c
-	}
-	return out
+	close(r.entered)
+	<-ctx.Done()
+	r.endedAt = r.clock.Now()
+	close(r.ended)
+	return ctx.Err()
 }
 
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
+	giveUp := time.Minute // without a test deadline
+	if d, ok := t.Deadline(); ok {
+		giveUp = time.Until(d) - 5*time.Second
+	}
 	select {
 	case <-ch:
-	case <-time.After(15 * time.Second):
+	case <-time.After(giveUp):
 		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
-// TestHungRenewalStopsTheHolderBeforeExpiry: the holder's renewal hangs (DynamoDB
-// unreachable for it, no response timeout). Its reconcile must be cancelled by the
-// lease's expiry minus the margin, on the holder's own clock, and a second sweeper
-// that takes the pool after the expiry must not reconcile while the first does.
-func TestHungRenewalStopsTheHolderBeforeExpiry(t *testing.T) {
-	t.Parallel()
-	const margin = 5 * time.Second
-	db := &partitionedDB{renewing: make(chan struct{}, 1)}
-	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
-	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db },
-		poolstate.WithMargin(margin), poolstate.WithCallTimeout(2*time.Second))
-	rec.clock = e.clock
-	first := make(chan sweeper.Report, 1)
-	go func() {
-		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
-		first <- r
-	}()
-	waitFor(t, rec.entered, "the first reconcile")
-	db.cut.Store(true)
-	e.clock.SetTime(t0.Add(10 * time.Second)) // a third of the 30 s lease: renewal time
-	waitFor(t, db.renewing, "the first holder's renewal")
-
-	_, err := e.leases.Acquire(t.Context(), "octo", "second")
-	var held *poolstate.HeldError
-	if !errors.As(err, &held) {
-		t.Fatalf("acquire while the first holds the lease: %v, want held", err)
-	}
-	stopBy := held.Until.Add(-margin)
-	e.clock.SetTime(stopBy.Add(-time.Second))
-	time.Sleep(100 * time.Millisecond)
-	if iv := rec.intervals(); !iv[0].end.IsZero() {
-		t.Fatalf("first reconcile cancelled at %s, before its deadline %s", iv[0].end, stopBy)
-	}
-	if r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Skipped, "octo") {
-		t.Fatalf("second sweeper before the expiry: %+v, %v; want skipped", r, err)
-	}
-	e.clock.SetTime(stopBy)
-	waitFor(t, rec.ended, "the first reconcile to be cancelled at expiry - margin")
-
-	e.clock.SetTime(held.Until)
-	if r, err := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Swept, "octo") {
-		t.Fatalf("second sweeper after the expiry: %+v, %v; want swept", r, err)
-	}
-	if r := <-first; !contains(r.Failed, "octo") {
-		t.Fatalf("first sweeper's report %+v, want octo failed", r)
-	}
-	iv := rec.intervals()
-	if len(iv) != 2 {
-		t.Fatalf("reconciles %+v, want the first and the second's", iv)
-	}
-	a, b := iv[0], iv[1]
-	if a.end.After(stopBy) {
-		t.Errorf("first reconcile ran until %s, past expiry - margin %s", a.end, stopBy)
-	}
-	if !a.end.Before(b.start) || a.seqEnd > b.seqStart {
-		t.Errorf("reconciles overlap: first [%s, %s] (events %d-%d), second [%s, %s] (events %d-%d)",
-			a.start, a.end, a.seqStart, a.seqEnd, b.start, b.end, b.seqStart, b.seqEnd)
 	}
 }
 
 // stolenDB answers every renewal, once stolen is set, as DynamoDB does when the
 // lease has another holder.
 type stolenDB struct {
-	poolstate.API
+	lease.API
 	stolen atomic.Bool
 }
 
@@ -462,13 +338,14 @@ func (d *stolenDB) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput,
 	return d.API.UpdateItem(ctx, in, opts...)
 }
 
-// TestLostLeaseStopsTheHolderAtOnce: a renewal that finds the lease in other hands
-// cancels the reconcile then, not at the deadline.
+// TestLostLeaseStopsTheHolderAtOnce: the sweep runs under its lease (the lease
+// package tests how Lease.Hold keeps it): a renewal that finds the lease in other
+// hands cancels the reconcile then, not at the deadline, and the pool's sweep fails.
 func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	t.Parallel()
 	db := &stolenDB{}
-	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
-	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db })
+	rec := &cancelledReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
+	e := newEnvWith(t, rec, func(api lease.API) lease.API { db.API = api; return db })
 	rec.clock = e.clock
 	first := make(chan sweeper.Report, 1)
 	go func() {
@@ -479,65 +356,11 @@ func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	db.stolen.Store(true)
 	e.clock.SetTime(t0.Add(10 * time.Second))
 	waitFor(t, rec.ended, "the reconcile to be cancelled by the lost renewal")
-	if iv := rec.intervals(); !iv[0].end.Equal(t0.Add(10 * time.Second)) {
-		t.Fatalf("reconcile cancelled at %s, want at the failed renewal (%s)", iv[0].end, t0.Add(10*time.Second))
+	if !rec.endedAt.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("reconcile cancelled at %s, want at the failed renewal (%s)", rec.endedAt, t0.Add(10*time.Second))
 	}
 	if r := <-first; !contains(r.Failed, "octo") {
 		t.Fatalf("report %+v, want octo failed", r)
-	}
-}
-
-// flakyRenewals fails the first renewal as DynamoDB's 500 would, and passes the
-// others on; it signals each renewal.
-type flakyRenewals struct {
-	poolstate.API
-	calls    atomic.Int32
-	renewing chan struct{}
-}
-
-func (f *flakyRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if aws.ToString(in.UpdateExpression) != "SET #until = :until" {
-		return f.API.UpdateItem(ctx, in, opts...)
-	}
-	n := f.calls.Add(1)
-	f.renewing <- struct{}{}
-	if n == 1 {
-		return nil, &types.InternalServerError{Message: aws.String("internal server error")}
-	}
-	return f.API.UpdateItem(ctx, in, opts...)
-}
-
-// TestFailedRenewalIsRetriedUntilTheDeadline: a renewal that fails for a reason
-// other than a lost lease is retried, and a successful retry moves the deadline,
-// so the reconcile runs on past the first deadline.
-func TestFailedRenewalIsRetriedUntilTheDeadline(t *testing.T) {
-	t.Parallel()
-	db := &flakyRenewals{renewing: make(chan struct{}, 10)}
-	rec := &recordingReconciler{entered: make(chan struct{}), ended: make(chan struct{}), release: make(chan struct{})}
-	e := newEnvWith(t, rec, func(api poolstate.API) poolstate.API { db.API = api; return db },
-		poolstate.WithMargin(5*time.Second))
-	rec.clock = e.clock
-	first := make(chan sweeper.Report, 1)
-	go func() {
-		r, _ := e.sweeper.Handle(t.Context(), sweeper.Event{Pool: "octo"})
-		first <- r
-	}()
-	waitFor(t, rec.entered, "the reconcile")
-	e.clock.SetTime(t0.Add(10 * time.Second))
-	waitFor(t, db.renewing, "the first renewal (fails)")
-	e.clock.SetTime(t0.Add(12 * time.Second)) // the retry, a fifteenth of the lease later
-	waitFor(t, db.renewing, "the retried renewal (succeeds)")
-	e.clock.SetTime(t0.Add(22 * time.Second)) // a third of the lease after the retry was sent
-	waitFor(t, db.renewing, "the renewal after the retry")
-	e.clock.SetTime(t0.Add(30 * time.Second)) // past the first deadline (25 s), before the retry's (37 s)
-	time.Sleep(100 * time.Millisecond)
-	close(rec.release)
-	waitFor(t, rec.ended, "the reconcile")
-	if r := <-first; !contains(r.Swept, "octo") {
-		t.Fatalf("report %+v, want octo swept under the renewed lease", r)
-	}
-	if iv := rec.intervals(); !iv[0].end.Equal(t0.Add(30 * time.Second)) {
-		t.Fatalf("reconcile ended at %s, want at its release (%s)", iv[0].end, t0.Add(30*time.Second))
 	}
 }
 

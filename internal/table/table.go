@@ -1,7 +1,9 @@
 // Package table defines the one DynamoDB table the product keeps its state in:
-// reservations, pool status and leases, all under PK=POOL#<pool>, and a sparse
-// global secondary index of the reservations that may hold capacity. The SAM
-// template declares the same schema; a test checks they agree.
+// its key schema (keys.go: which item lives under which key), a sparse global
+// secondary index of the reservations that may hold capacity, and what every
+// package that reads or writes it shares (attr.go: attribute values, refused
+// conditional writes). The SAM template declares the same schema; a test checks
+// they agree.
 package table
 
 import (
@@ -34,16 +36,12 @@ const (
 	ActiveKey   = "activePK"
 )
 
-// The index marker (PK=IndexMarkerPK, SK=IndexMarkerSK) records, in its attribute
-// IndexedSince (epoch milliseconds), since when every reservation written carries
-// ActiveKey while it is unfinished. Create writes 0: a table created with the index
-// has no older items. In AWS the first sweep after the upgrade writes its own time
-// (package reservation).
-const (
-	IndexMarkerPK = "TABLE"
-	IndexMarkerSK = "INDEX#" + ActiveIndex
-	IndexedSince  = "since"
-)
+// IndexedSince is the attribute of the index marker (PK=DeploymentPK,
+// SK=IndexMarkerSK) that records, in epoch milliseconds, since when every
+// reservation written carries ActiveKey while it is unfinished. Create writes 0: a
+// table created with the index has no older items. In AWS the first sweep after
+// the upgrade writes its own time (package reservation).
+const IndexedSince = "since"
 
 // Definition is the table's schema as CreateTable takes it (on-demand billing);
 // the SAM template must declare the same.
@@ -104,18 +102,15 @@ func Create(ctx context.Context, api CreateAPI, name string) error {
 	}) {
 		return fmt.Errorf("table %s has no index %q: it was created by an older version; delete it", name, ActiveIndex)
 	}
+	marker := Key(DeploymentPK, IndexMarkerSK)
+	marker[IndexedSince] = Num(0)
 	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(name),
-		Item: map[string]types.AttributeValue{
-			PartitionKey: &types.AttributeValueMemberS{Value: IndexMarkerPK},
-			SortKey:      &types.AttributeValueMemberS{Value: IndexMarkerSK},
-			IndexedSince: &types.AttributeValueMemberN{Value: "0"},
-		},
+		TableName:                aws.String(name),
+		Item:                     marker,
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": PartitionKey},
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if err != nil && !errors.As(err, &ccf) {
+	if err != nil && !ConditionFailed(err) {
 		return fmt.Errorf("marking table %s indexed: %w", name, err)
 	}
 	return nil

@@ -2,7 +2,6 @@ package table_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
@@ -39,10 +38,8 @@ func TestConditionalPutAndQuery(t *testing.T) {
 	if err := put("JOB#1", "first"); err != nil {
 		t.Fatalf("first conditional put: %v", err)
 	}
-	err := put("JOB#1", "second")
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		t.Fatalf("second conditional put: got %v, want ConditionalCheckFailedException", err)
+	if err := put("JOB#1", "second"); !table.ConditionFailed(err) {
+		t.Fatalf("second conditional put: got %v, want a refused condition", err)
 	}
 	if err := put("JOB#2", "other"); err != nil {
 		t.Fatalf("put JOB#2: %v", err)
@@ -90,10 +87,7 @@ func TestCreateMakesTheActiveIndex(t *testing.T) {
 		t.Fatalf("index keys %v, projection %s; want %s/%s, ALL", keys, gsis[0].Projection.ProjectionType, table.ActiveKey, table.SortKey)
 	}
 	marker, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), ConsistentRead: aws.Bool(true),
-		Key: map[string]types.AttributeValue{
-			table.PartitionKey: &types.AttributeValueMemberS{Value: table.IndexMarkerPK},
-			table.SortKey:      &types.AttributeValueMemberS{Value: table.IndexMarkerSK},
-		}})
+		Key: table.Key(table.DeploymentPK, table.IndexMarkerSK)})
 	if err != nil {
 		t.Fatal(err)
 	}

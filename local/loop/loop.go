@@ -62,6 +62,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
@@ -390,7 +391,11 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
 	}
-	s, err := sweeper.New(cfg, store, l.status, poolstate.NewLeases(l.opts.DB, l.opts.Table, clk, l.opts.Lease), rec, clk, l.opts.Log, sopts)
+	leases, err := lease.New(l.opts.DB, l.opts.Table, clk, l.opts.Lease)
+	if err != nil {
+		return err
+	}
+	s, err := sweeper.New(cfg, store, l.status, leases, rec, clk, l.opts.Log, sopts)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -22,7 +23,7 @@ var (
 	_ sweeper.Reconciler    = (*reconcile.Reconciler)(nil)
 	_ sweeper.RunnerWatcher = (*reconcile.Reconciler)(nil)
 	_ sweeper.RemovedPools  = (*reconcile.Reconciler)(nil)
-	_ sweeper.DrainMark     = (*poolstate.DrainMark)(nil)
+	_ sweeper.DrainMark     = (*drain.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
 	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)

@@ -22,9 +22,11 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -144,9 +146,12 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
+	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
+	if err != nil {
+		return nil, err
+	}
 	env.Log.Info("sweeper ready", "pools", len(pools.Pools), "table", cfg.TableName, "lease", cfg.Lease, "github", cfg.GitHubURL)
-	return sweeper.New(pools, store, poolstate.NewStore(c.DynamoDB, cfg.TableName),
-		poolstate.NewLeases(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease), rec, env.Clock, env.Log, opts)
+	return sweeper.New(pools, store, poolstate.NewStore(c.DynamoDB, cfg.TableName), leases, rec, env.Clock, env.Log, opts)
 }
 
 func (env Env) withDefaults() Env {
@@ -229,7 +234,7 @@ func restConfig(ctx context.Context, cfg sweeper.Config, c Clients, clk clock.Pa
 // recovery of lost webhook deliveries and its record.
 func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, rec *reconcile.Reconciler, env Env) (sweeper.Options, error) {
 	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec,
-		Drain: poolstate.NewDrainMark(db, cfg.TableName)}
+		Drain: drain.NewMark(db, cfg.TableName)}
 	if cfg.AppID == 0 {
 		return opts, nil
 	}

@@ -1,4 +1,4 @@
-package poolstate_test
+package lease_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
 )
 
@@ -21,41 +21,15 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func TestStatusOptimisticConcurrency(t *testing.T) {
-	t.Parallel()
-	db, name := testenv.Table(t)
-	s := poolstate.NewStore(db, name)
-	st, err := s.Get(t.Context(), "p")
-	if err != nil || st.Version != 0 || st.Desired != 0 {
-		t.Fatalf("unswept pool: %+v, %v", st, err)
-	}
-	st.Desired, st.LastScaleOut, st.Phases, st.Reason = 3, t0, map[string]int{"running": 2}, "scale out 0 -> 3"
-	written, err := s.Put(t.Context(), st)
-	if err != nil || written.Version != 1 {
-		t.Fatalf("first put: %+v, %v", written, err)
-	}
-	// A writer that read version 0 loses.
-	if _, err := s.Put(t.Context(), st); !errors.Is(err, poolstate.ErrConflict) {
-		t.Fatalf("stale put: %v, want ErrConflict", err)
-	}
-	got, err := s.Get(t.Context(), "p")
-	if err != nil || got.Desired != 3 || !got.LastScaleOut.Equal(t0) || got.Phases["running"] != 2 || got.Version != 1 {
-		t.Fatalf("read back %+v, %v", got, err)
-	}
-	got.Desired = 1
-	if w, err := s.Put(t.Context(), got); err != nil || w.Version != 2 {
-		t.Fatalf("second put: %+v, %v", w, err)
-	}
-	if _, err := s.Put(t.Context(), written); !errors.Is(err, poolstate.ErrConflict) {
-		t.Fatalf("put at version 1 after version 2: %v, want ErrConflict", err)
-	}
-}
-
-func newLeases(t *testing.T) (*poolstate.Leases, *clocktesting.FakePassiveClock) {
+func newLeases(t *testing.T) (*lease.Leases, *clocktesting.FakeClock) {
 	t.Helper()
 	db, name := testenv.Table(t)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	return poolstate.NewLeases(db, name, clk, 30*time.Second), clk
+	clk := clocktesting.NewFakeClock(t0)
+	leases, err := lease.New(db, name, clk, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leases, clk
 }
 
 // TestLeaseExclusive runs 8 concurrent acquisitions of one pool: exactly one wins.
@@ -70,7 +44,7 @@ func TestLeaseExclusive(t *testing.T) {
 			switch {
 			case err == nil:
 				won.Add(1)
-			case !errors.Is(err, poolstate.ErrLeaseHeld):
+			case !errors.Is(err, lease.ErrHeld):
 				t.Errorf("acquire: %v", err)
 			}
 		})
@@ -90,7 +64,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = leases.Acquire(ctx, "p", "req-b")
-	var held *poolstate.HeldError
+	var held *lease.HeldError
 	if !errors.As(err, &held) || held.Holder != "req-a" || !held.Until.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("second acquire: %v, want held by req-a until +30s", err)
 	}
@@ -104,7 +78,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.SetTime(t0.Add(40 * time.Second))
-	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, poolstate.ErrLeaseHeld) {
+	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("acquire of a renewed lease: %v, want held", err)
 	}
 	// Expired: taken over; the old holder learns it lost the lease.
@@ -113,11 +87,11 @@ func TestLeaseLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("take-over of an expired lease: %v", err)
 	}
-	if err := a.Renew(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
-		t.Fatalf("renew by the old holder: %v, want ErrLeaseLost", err)
+	if err := a.Renew(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew by the old holder: %v, want ErrLost", err)
 	}
-	if _, err := a.Release(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
-		t.Fatalf("release by the old holder: %v, want ErrLeaseLost", err)
+	if _, err := a.Release(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("release by the old holder: %v, want ErrLost", err)
 	}
 	// Release lets the next one in.
 	if again, err := b.Release(ctx); err != nil || again {
@@ -148,7 +122,7 @@ func TestDirtyNudgeIsNotLost(t *testing.T) {
 	if err != nil || !again {
 		t.Fatalf("release after a nudge: again=%v err=%v; want again", again, err)
 	}
-	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, poolstate.ErrLeaseHeld) {
+	if _, err := leases.Acquire(ctx, "p", "req-b"); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("lease must still be held while the holder sweeps again: %v", err)
 	}
 	if again, err := a.Release(ctx); err != nil || again {
@@ -224,8 +198,8 @@ func TestForceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("acquire after a forced release: %v", err)
 	}
-	if err := a.ForceRelease(ctx); !errors.Is(err, poolstate.ErrLeaseLost) {
-		t.Fatalf("force-releasing b's lease as a: %v, want ErrLeaseLost", err)
+	if err := a.ForceRelease(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("force-releasing b's lease as a: %v, want ErrLost", err)
 	}
 	if again, err := b.Release(ctx); err != nil || again {
 		t.Fatalf("b's release: %v, %v", again, err)
@@ -240,13 +214,13 @@ func TestLeaseNotReacquiredByItsHolder(t *testing.T) {
 	if _, err := leases.Acquire(t.Context(), "p", "req-a"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leases.Acquire(t.Context(), "p", "req-a"); !errors.Is(err, poolstate.ErrLeaseHeld) {
-		t.Fatalf("second acquire under the same holder name: %v, want ErrLeaseHeld", err)
+	if _, err := leases.Acquire(t.Context(), "p", "req-a"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second acquire under the same holder name: %v, want ErrHeld", err)
 	}
 }
 
 // hangingRenewals answers every renewal only when its context ends.
-type hangingRenewals struct{ poolstate.API }
+type hangingRenewals struct{ lease.API }
 
 func (h hangingRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if aws.ToString(in.UpdateExpression) == "SET #until = :until" {
@@ -262,9 +236,12 @@ func (h hangingRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItem
 func TestRenewIsBoundedAndMovesNothingOnFailure(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
-	clk := clocktesting.NewFakePassiveClock(t0)
-	leases := poolstate.NewLeases(hangingRenewals{db}, name, clk, 30*time.Second,
-		poolstate.WithMargin(4*time.Second), poolstate.WithCallTimeout(200*time.Millisecond))
+	clk := clocktesting.NewFakeClock(t0)
+	leases, err := lease.New(hangingRenewals{db}, name, clk, 30*time.Second,
+		lease.WithMargin(4*time.Second), lease.WithCallTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
 	le, err := leases.Acquire(t.Context(), "p", "req-a")
 	if err != nil {
 		t.Fatal(err)

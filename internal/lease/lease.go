@@ -1,4 +1,11 @@
-package poolstate
+// Package lease keeps, in the product's table, who may act on a pool now: the
+// pool's lease item (PK=POOL#<pool>, SK=LEASE). Nobody acquires it before it
+// expires or is released, and its holder stops by its Deadline (expiry minus a
+// margin) unless it renewed — Lease.Hold renews it and stops the holder's work
+// in time: so two sweepers do not act on one pool at once, provided their clocks
+// agree within the margin and a write in flight when the holder stops lands
+// within it (TestHoldStopsAtTheDeadlineWhileRenewalsHang).
+package lease
 
 import (
 	"context"
@@ -11,13 +18,21 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
-// ErrLeaseHeld means another sweeper holds the pool's lease.
-var ErrLeaseHeld = errors.New("lease held by another sweeper")
+// ErrHeld means another sweeper holds the pool's lease.
+var ErrHeld = errors.New("lease held by another sweeper")
 
-// ErrLeaseLost means the lease expired and someone else took it: stop reconciling.
-var ErrLeaseLost = errors.New("lease lost")
+// ErrLost means the lease expired and someone else took it: stop acting on the pool.
+var ErrLost = errors.New("lease lost")
+
+// API is the part of the DynamoDB client leases use.
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
 
 // Leases hands out per-pool leases. A lease is a conditional write on the pool's
 // LEASE item: it may be taken when absent, released, or expired — never re-taken
@@ -38,31 +53,49 @@ var ErrLeaseLost = errors.New("lease lost")
 type Leases struct {
 	db          API
 	table       string
-	clock       clock.PassiveClock
+	clock       clock.Clock
 	length      time.Duration
 	margin      time.Duration
 	callTimeout time.Duration
 }
 
-// LeaseOption tunes Leases.
-type LeaseOption func(*Leases)
+// Option tunes Leases.
+type Option func(*Leases)
 
 // WithMargin sets how long before the lease's expiry its holder's Deadline falls
 // (default a sixth of the length).
-func WithMargin(d time.Duration) LeaseOption { return func(l *Leases) { l.margin = d } }
+func WithMargin(d time.Duration) Option { return func(l *Leases) { l.margin = d } }
 
 // WithCallTimeout bounds each DynamoDB call of a lease operation (default a quarter
 // of the length, so that a renewal sent a third into the lease can time out and be
 // retried before the Deadline): the SDK has no response timeout of its own.
-func WithCallTimeout(d time.Duration) LeaseOption { return func(l *Leases) { l.callTimeout = d } }
+func WithCallTimeout(d time.Duration) Option { return func(l *Leases) { l.callTimeout = d } }
 
-// NewLeases returns leases of the given length (keep it well under the Lambda timeout).
-func NewLeases(db API, tableName string, clk clock.PassiveClock, length time.Duration, opts ...LeaseOption) *Leases {
+// New returns leases of the given length (keep it well under the Lambda timeout).
+// The clock dates acquisitions and renewals and times Hold. It fails, naming the
+// setting, unless the length is positive, the margin at least zero and shorter
+// than the length, and the call timeout positive.
+func New(db API, tableName string, clk clock.Clock, length time.Duration, opts ...Option) (*Leases, error) {
 	l := &Leases{db: db, table: tableName, clock: clk, length: length, margin: length / 6, callTimeout: length / 4}
 	for _, o := range opts {
 		o(l)
 	}
-	return l
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Leases) validate() error {
+	switch {
+	case l.length <= 0:
+		return fmt.Errorf("lease length %s: must be positive", l.length)
+	case l.margin < 0 || l.margin >= l.length:
+		return fmt.Errorf("lease margin %s: must be at least 0 and less than the lease length %s", l.margin, l.length)
+	case l.callTimeout <= 0:
+		return fmt.Errorf("lease call timeout %s: must be positive", l.callTimeout)
+	}
+	return nil
 }
 
 // call bounds one DynamoDB call by the call timeout.
@@ -96,11 +129,11 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("pool %s: lease held by %s until %s", e.Pool, e.Holder, e.Until.Format(time.RFC3339Nano))
 }
 
-// Is makes errors.Is(err, ErrLeaseHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
 // Acquire takes the pool's lease for holder. It fails with a *HeldError (matching
-// ErrLeaseHeld) when anyone — holder included — holds an unexpired lease: a holder
+// ErrHeld) when anyone — holder included — holds an unexpired lease: a holder
 // name reused by two invocations must not give both the lease.
 func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, error) {
 	now := l.clock.Now() // the lease runs from the request's sending, not its answer
@@ -109,42 +142,41 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 	defer cancel()
 	out, err := l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(l.table),
-		Key:                 itemKey(pool, "LEASE"),
+		Key:                 itemKey(pool),
 		UpdateExpression:    aws.String("SET #holder = :me, #until = :until, #acquired = :now"),
 		ConditionExpression: aws.String("attribute_not_exists(#holder) OR #holder = :none OR #until <= :now"),
 		ExpressionAttributeNames: map[string]string{
 			"#holder": "holder", "#until": "until", "#acquired": "acquiredAt",
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":me": str(holder), ":none": str(""), ":until": millis(until), ":now": millis(now),
+			":me": table.Str(holder), ":none": table.Str(""), ":until": table.Millis(until), ":now": table.Millis(now),
 		},
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
+	if table.ConditionFailed(err) {
 		return nil, l.heldError(ctx, pool)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("acquiring lease of pool %s: %w", pool, err)
 	}
-	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: intAttr(out.Attributes, "dirty"),
-		Nudged: intSet(out.Attributes, nudgedAttr)}, nil
+	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: table.Int(out.Attributes, "dirty"),
+		Nudged: table.IntSet(out.Attributes, nudgedAttr)}, nil
 }
 
 // heldError reads who holds the lease (dynalite ignores ReturnValuesOnConditionCheckFailure).
 func (l *Leases) heldError(ctx context.Context, pool string) error {
 	ctx, cancel := l.call(ctx)
 	defer cancel()
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(pool, "LEASE"), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(pool), ConsistentRead: aws.Bool(true)})
 	if err != nil {
-		return fmt.Errorf("pool %s: %w (reading holder: %v)", pool, ErrLeaseHeld, err)
+		return fmt.Errorf("pool %s: %w (reading holder: %v)", pool, ErrHeld, err)
 	}
 	e := &HeldError{Pool: pool}
 	if v, ok := out.Item["holder"].(*types.AttributeValueMemberS); ok {
 		e.Holder = v.Value
 	}
-	e.Until = time.UnixMilli(intAttr(out.Item, "until")).UTC()
+	e.Until = time.UnixMilli(table.Int(out.Item, "until")).UTC()
 	return e
 }
 
@@ -164,7 +196,7 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (boo
 	defer cancel()
 	update := "ADD #dirty :one"
 	names := map[string]string{"#dirty": "dirty", "#holder": "holder", "#until": "until"}
-	values := map[string]types.AttributeValue{":one": num(1), ":none": str(""), ":now": millis(l.clock.Now())}
+	values := map[string]types.AttributeValue{":one": table.Num(1), ":none": table.Str(""), ":now": table.Millis(l.clock.Now())}
 	if len(jobs) > 0 {
 		ids := make([]string, len(jobs))
 		for i, j := range jobs {
@@ -175,15 +207,14 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (boo
 	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       itemKey(pool, "LEASE"),
+		Key:                       itemKey(pool),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("#holder <> :none AND #until > :now"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("marking pool %s dirty: %w", pool, err)
@@ -193,7 +224,7 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (boo
 
 // Renew extends the lease by its length from now (the request's sending); Until
 // and Deadline move only when it succeeds. The call is bounded by the call timeout.
-// ErrLeaseLost means it expired and was taken: the caller must stop writing on the
+// ErrLost means it expired and was taken: the caller must stop writing on the
 // pool's behalf. Another error leaves the lease as it was: the caller may retry
 // until its Deadline.
 func (le *Lease) Renew(ctx context.Context) error {
@@ -203,16 +234,15 @@ func (le *Lease) Renew(ctx context.Context) error {
 	defer cancel()
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       itemKey(le.Pool, "LEASE"),
+		Key:                       itemKey(le.Pool),
 		UpdateExpression:          aws.String("SET #until = :until"),
 		ConditionExpression:       aws.String("#holder = :me"),
 		ExpressionAttributeNames:  map[string]string{"#until": "until", "#holder": "holder"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":until": millis(until), ":me": str(le.Holder)},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":until": table.Millis(until), ":me": table.Str(le.Holder)},
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
-		return fmt.Errorf("renewing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+	case table.ConditionFailed(err):
+		return fmt.Errorf("renewing lease of pool %s: %w", le.Pool, ErrLost)
 	case err != nil:
 		return fmt.Errorf("renewing lease of pool %s: %w", le.Pool, err)
 	}
@@ -239,7 +269,7 @@ func (le *Lease) Release(ctx context.Context) (again bool, err error) {
 func (le *Lease) ForceRelease(ctx context.Context) error {
 	refused, err := le.clear(ctx, false)
 	if refused {
-		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+		return fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLost)
 	}
 	return err
 }
@@ -252,25 +282,24 @@ func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err
 	cond := "#holder = :me"
 	update := "SET #holder = :none, #until = :zero"
 	names := map[string]string{"#holder": "holder", "#until": "until"}
-	values := map[string]types.AttributeValue{":none": str(""), ":zero": num(0), ":me": str(le.Holder)}
+	values := map[string]types.AttributeValue{":none": table.Str(""), ":zero": table.Num(0), ":me": table.Str(le.Holder)}
 	if onlyIfClean {
 		cond += " AND (attribute_not_exists(#dirty) OR #dirty = :seen)"
 		update += " REMOVE #nudged"
-		names["#dirty"], values[":seen"], names["#nudged"] = "dirty", num(le.dirty), nudgedAttr
+		names["#dirty"], values[":seen"], names["#nudged"] = "dirty", table.Num(le.dirty), nudgedAttr
 	}
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	_, err = l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(l.table),
-		Key:                       itemKey(le.Pool, "LEASE"),
+		Key:                       itemKey(le.Pool),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
-	var ccf *types.ConditionalCheckFailedException
 	switch {
-	case errors.As(err, &ccf):
+	case table.ConditionFailed(err):
 		return true, nil
 	case err != nil:
 		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, err)
@@ -284,47 +313,21 @@ func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
 	l := le.leases
 	gctx, cancel := l.call(ctx)
 	defer cancel()
-	out, err := l.db.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool, "LEASE"), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false, fmt.Errorf("reading lease of pool %s: %w", le.Pool, err)
 	}
 	if h, _ := out.Item["holder"].(*types.AttributeValueMemberS); h == nil || h.Value != le.Holder {
-		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLeaseLost)
+		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLost)
 	}
-	le.dirty, le.Nudged = intAttr(out.Item, "dirty"), intSet(out.Item, nudgedAttr)
+	le.dirty, le.Nudged = table.Int(out.Item, "dirty"), table.IntSet(out.Item, nudgedAttr)
 	return true, le.Renew(ctx)
-}
-
-func intAttr(item map[string]types.AttributeValue, name string) int64 {
-	v, ok := item[name].(*types.AttributeValueMemberN)
-	if !ok {
-		return 0
-	}
-	n, _ := strconv.ParseInt(v.Value, 10, 64)
-	return n
 }
 
 // nudgedAttr is the lease item's number set of nudged jobs.
 const nudgedAttr = "nudgedJobs"
 
-func intSet(item map[string]types.AttributeValue, name string) []int64 {
-	v, ok := item[name].(*types.AttributeValueMemberNS)
-	if !ok {
-		return nil
-	}
-	out := make([]int64, 0, len(v.Value))
-	for _, s := range v.Value {
-		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
+// itemKey is the key of pool's lease item.
+func itemKey(pool string) map[string]types.AttributeValue {
+	return table.Key(table.PoolPK(pool), table.LeaseSK)
 }
-
-func str(s string) *types.AttributeValueMemberS { return &types.AttributeValueMemberS{Value: s} }
-
-func num(n int64) *types.AttributeValueMemberN {
-	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
-}
-
-func millis(t time.Time) *types.AttributeValueMemberN { return num(t.UnixMilli()) }
