@@ -72,11 +72,12 @@ stack-down: ## Stop the local stack started by stack-up
 	@go run ./local/cmd/stack down
 
 .PHONY: verify
-verify: ## gofmt, go vet, shellcheck, and the check that the webhook binary does not link client-go
+verify: ## gofmt, go vet, shellcheck, the check that the webhook binary does not link client-go, and that no build output is tracked
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	go vet ./...
 	shellcheck runner/entrypoint.sh runner/runner-job-started.sh runner/runner-job-completed.sh runner/runner-job-running local/*.sh .ci/run
 	@bash local/check-deps.sh
+	@bash local/check-source.sh
 
 .PHONY: clean
 clean: ## Remove build outputs and the local stack's state (not the Kubernetes cache)

@@ -257,7 +257,10 @@ func BenchmarkBootstraps(b *testing.B) {
 				b.Fatal(err)
 			}
 			_, tableName := testenv.Table(b)
-			pools, _ := filepath.Abs("../local/pools.yaml")
+			pools, err := filepath.Abs("../local/pools.yaml")
+			if err != nil {
+				b.Fatal(err)
+			}
 			env := localEnv(b, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools, "WEBHOOK_SECRET=local-webhook-secret",
 				"KUBECONFIG="+testenv.Kubeconfig(b), "GITHUB_TOKEN=ghp_unused")
 			if fn == "webhook" {
@@ -269,8 +272,11 @@ func BenchmarkBootstraps(b *testing.B) {
 				if fn == "sweeper" {
 					event = "../local/events/sweeper-nudge.json" // any event: init happens before it
 				}
-				raw, _ := os.ReadFile(event)
-				_, _ = e.Invoke(b.Context(), raw)
+				raw, err := os.ReadFile(event)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = e.Invoke(b.Context(), raw) // its answer does not matter: init happens before it
 				d, ok := e.InitDuration()
 				if !ok {
 					b.Fatalf("no init report:\n%s", e.Logs())
@@ -314,12 +320,16 @@ func BenchmarkCostPer1000Jobs(b *testing.B) {
 			if i == 24 {
 				b.Fatalf("not back to zero after %d scheduled sweeps: %v", i, w.left)
 			}
-			_ = w.loop.Sweep(b.Context())
+			if err := w.loop.Sweep(b.Context()); err != nil {
+				b.Fatalf("scheduled sweep: %v", err)
+			}
 			time.Sleep(5 * time.Second)
 		}
 		jobs := usageOf(w, meter, logs)
 		for range 3 {
-			_ = w.loop.Sweep(b.Context())
+			if err := w.loop.Sweep(b.Context()); err != nil {
+				b.Fatalf("idle scheduled sweep: %v", err)
+			}
 		}
 		idle := usageOf(w, meter, logs).minus(jobs)
 		per := 1000 / float64(len(trace))

@@ -72,7 +72,10 @@ func start(t testing.TB, bootstrap string, env []string) *invoke.Emulator {
 func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 	t.Parallel()
 	db, tableName := testenv.Table(t)
-	pools, _ := filepath.Abs("../local/pools.yaml")
+	pools, err := filepath.Abs("../local/pools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := start(t, build(t, "webhook"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools, "WEBHOOK_SECRET=local-webhook-secret"))
 	for file, want := range map[string]int{"webhook-queued.json": 200, "webhook-bad-signature.json": 401} {
 		event, err := os.ReadFile("../local/events/" + file)
@@ -112,13 +115,16 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	if err := os.WriteFile(pools, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sim := githubsim.New(githubsim.Options{AppID: 3, AppKey: &key.PublicKey, Accounts: map[int64]string{41: "Octocoders"}})
 	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
 	defer srv.Close()
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
-	_, err := reservation.New(db, tableName, clock.RealClock{}).Record(t.Context(), reservation.Delivery{
+	_, err = reservation.New(db, tableName, clock.RealClock{}).Record(t.Context(), reservation.Delivery{
 		Pool: "octo", JobID: 1, State: reservation.Queued, Amount: 1, Duration: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +164,11 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 		drained = !strings.Contains(string(out), `"remaining"`)
 		time.Sleep(200 * time.Millisecond)
 	}
-	if list, _ := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{}); !drained || len(list.Items) != 0 || len(sim.Runners()) != 0 {
+	list, err = kube.AppsV1().StatefulSets(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !drained || len(list.Items) != 0 || len(sim.Runners()) != 0 {
 		t.Fatalf("after the drain: last answer %s, %d statefulsets, %d GitHub runners", out, len(list.Items), len(sim.Runners()))
 	}
 }
@@ -173,7 +183,10 @@ func TestSweeperRefusesAnEnterprisePoolWithoutAToken(t *testing.T) {
 	if err := os.WriteFile(pools, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	bootstrap := build(t, "sweeper")
 	run := func(extra ...string) string {

@@ -271,7 +271,12 @@ pools:
 			want := min(n, 10)
 			w.waitFor(fmt.Sprintf("%d statefulsets", want), 20*time.Second, func() bool { return w.statefulSets() >= want })
 			t.Logf("%d concurrent queued deliveries: %d statefulsets after %s", n, w.statefulSets(), time.Since(start).Round(time.Millisecond))
-			time.Sleep(time.Second) // let every nudge finish
+			// Every delivery was answered, so every nudge was sent: once each
+			// nudged sweep has returned, nothing else creates a runner.
+			w.waitFor("every nudged sweep returned", time.Minute, func() bool { sent, done := w.loop.Nudges(); return sent == done })
+			if sent, _ := w.loop.Nudges(); sent == 0 {
+				t.Fatal("no delivery nudged the sweeper: the count proves nothing")
+			}
 			if got := w.statefulSets(); got != want {
 				t.Fatalf("%d statefulsets, want exactly %d", got, want)
 			}

@@ -105,8 +105,11 @@ func TestBadInput(t *testing.T) {
 	if _, err := emf.NewWriter(&bytes.Buffer{}, "verbose"); err == nil || !strings.Contains(err.Error(), `"verbose"`) {
 		t.Fatalf("NewWriter(verbose) = %v, want an error naming the level", err)
 	}
-	w, _ := emf.NewWriter(&bytes.Buffer{}, "INFO")
-	err := w.Write(emf.Record{Time: t0, Dimensions: map[string]string{"Pool": "p"}, Metrics: []emf.Metric{{Name: "Pool", Value: 1}}})
+	w, err := emf.NewWriter(&bytes.Buffer{}, "INFO")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Write(emf.Record{Time: t0, Dimensions: map[string]string{"Pool": "p"}, Metrics: []emf.Metric{{Name: "Pool", Value: 1}}})
 	if err == nil {
 		t.Fatal("a metric named like a dimension was accepted")
 	}

@@ -187,7 +187,9 @@ func TestRemoveRunnerOutcomes(t *testing.T) {
 	if err := e.client.RemoveRunner(ctx, org, rs[0].ID); !errors.Is(err, githubapi.ErrNotFound) {
 		t.Fatalf("remove again: %v, want ErrNotFound", err)
 	}
-	_ = e.sim.SetBusy(rs[1].ID, true)
+	if err := e.sim.SetBusy(rs[1].ID, true); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.client.RemoveRunner(ctx, org, rs[1].ID); !errors.Is(err, githubapi.ErrRunnerBusy) {
 		t.Fatalf("remove busy runner: %v, want ErrRunnerBusy", err)
 	}

@@ -87,7 +87,7 @@ type benchWorld struct {
 }
 
 func newBenchWorld(b *testing.B) *benchWorld {
-	keyOnce.Do(func() { appKey, _ = rsaKey() })
+	key := mustAppKey(b)
 	_, ns := testenv.Namespace(b)
 	w := &benchWorld{ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), status: make([]poolstate.Status, benchPools)}
 	rc := testenv.RESTConfig(b)
@@ -96,11 +96,11 @@ func newBenchWorld(b *testing.B) *benchWorld {
 	if w.kube, err = kubernetes.NewForConfig(rc); err != nil {
 		b.Fatal(err)
 	}
-	w.sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: w.clock, TokenLifetime: 48 * time.Hour, RegistrationTokenLifetime: 48 * time.Hour})
+	w.sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, Clock: w.clock, TokenLifetime: 48 * time.Hour, RegistrationTokenLifetime: 48 * time.Hour})
 	apispec.Verify(b, w.sim)
 	srv := httptest.NewServer(w.sim.Handler())
 	b.Cleanup(srv.Close)
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	if w.gh, err = githubapi.New(githubapi.Config{BaseURL: srv.URL, Clock: w.clock, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}}); err != nil {
 		b.Fatal(err)
 	}

@@ -37,10 +37,18 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var (
-	keyOnce sync.Once
-	appKey  *rsa.PrivateKey
-)
+// appKey is the GitHub App's key, made once per test binary.
+var appKey = sync.OnceValues(func() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 2048) })
+
+// mustAppKey returns appKey, failing the test when it could not be made.
+func mustAppKey(t testing.TB) *rsa.PrivateKey {
+	t.Helper()
+	key, err := appKey()
+	if err != nil {
+		t.Fatalf("generating the App key: %v", err)
+	}
+	return key
+}
 
 // env is one test's world: a namespace on the real API server (with the
 // StatefulSet controller and garbage collector), a GitHub simulator, and a
@@ -119,7 +127,7 @@ pools:
 // newEnv makes a test's world; opts adjust the simulator's options.
 func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env {
 	t.Helper()
-	keyOnce.Do(func() { appKey, _ = rsaKey() })
+	key := mustAppKey(t)
 	_, ns := testenv.Namespace(t)
 	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), links: &jobLinks{}}
 	cfg := testenv.RESTConfig(t)
@@ -132,7 +140,7 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 	if e.raw, err = kubernetes.NewForConfig(testenv.RESTConfig(t)); err != nil {
 		t.Fatal(err)
 	}
-	simOpts := githubsim.Options{AppID: 1, AppKey: &appKey.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
+	simOpts := githubsim.Options{AppID: 1, AppKey: &key.PublicKey, Clock: e.clock, TokenLifetime: 48 * time.Hour,
 		RegistrationTokenLifetime: 48 * time.Hour}
 	for _, o := range opts {
 		o(&simOpts)
@@ -141,7 +149,7 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 	apispec.Verify(t, e.sim)
 	srv := httptest.NewServer(e.sim.Handler())
 	t.Cleanup(srv.Close)
-	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(appKey)})
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	e.gh, err = githubapi.New(githubapi.Config{BaseURL: srv.URL, Clock: e.clock, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
 	if err != nil {
 		t.Fatal(err)
@@ -238,9 +246,11 @@ func (e *env) endStoppedRunners() bool {
 	return ended
 }
 
+// statefulSets lists the StatefulSets not being deleted (but a controller
+// barrier's) by name.
 func (e *env) statefulSets() []string {
 	e.t.Helper()
-	list, err := e.kube.AppsV1().StatefulSets(e.ns).List(e.t.Context(), metav1.ListOptions{})
+	list, err := e.kube.AppsV1().StatefulSets(e.ns).List(e.t.Context(), metav1.ListOptions{LabelSelector: "!" + barrierLabel})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -259,7 +269,7 @@ func (e *env) pods() map[string]*corev1.Pod {
 	var out map[string]*corev1.Pod
 	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		want := e.statefulSets()
-		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "!" + barrierLabel})
 		if err != nil {
 			return false, err
 		}
@@ -326,7 +336,7 @@ func (e *env) register(name string) githubsim.Runner {
 func (e *env) exit(name string, runnerID int64) {
 	e.t.Helper()
 	if runnerID != 0 {
-		_ = e.sim.FinishJob(runnerID)
+		e.finishJob(runnerID)
 	}
 	pod := e.pods()[name]
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{
@@ -361,4 +371,19 @@ func (e *env) releaseFinalizers() {
 	}
 }
 
-func rsaKey() (*rsa.PrivateKey, error) { return rsa.GenerateKey(rand.Reader, 2048) }
+// setBusy plays GitHub marking runner id busy (it took a job) or idle.
+func (e *env) setBusy(id int64, busy bool) {
+	e.t.Helper()
+	if err := e.sim.SetBusy(id, busy); err != nil {
+		e.t.Fatalf("marking runner %d busy=%v: %v", id, busy, err)
+	}
+}
+
+// finishJob plays runner id finishing its job (an ephemeral runner is then
+// removed, as GitHub does).
+func (e *env) finishJob(id int64) {
+	e.t.Helper()
+	if err := e.sim.FinishJob(id); err != nil {
+		e.t.Fatalf("runner %d finishing its job: %v", id, err)
+	}
+}

@@ -41,25 +41,37 @@ func TestDeletionCannotRecreateThePod(t *testing.T) {
 	name := e.statefulSets()[0]
 	r := e.start(name)
 	e.mustSweep(1, time.Time{})
-	_ = e.sim.SetBusy(r.ID, true)
+	e.setBusy(r.ID, true)
 	if err := e.kube.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(0, time.Time{})
-	_ = e.sim.FinishJob(r.ID)
-	// Every write of the deletion sweep waits, so the controller sees each step.
-	e.useClient(func(req *http.Request) {
-		if req.Method != http.MethodGet {
-			time.Sleep(time.Second)
+	e.finishJob(r.ID)
+	// Every write of the deletion sweep waits until the controller has seen the
+	// writes before it, so that it can act on each step.
+	barrier := e.newControllerBarrier()
+	var writes atomic.Int32
+	e.useFailingClient(func(req *http.Request) error {
+		if req.Method == http.MethodGet {
+			return nil
 		}
+		writes.Add(1)
+		return barrier.settle()
 	})
 	e.clock.Step(time.Minute)
 	e.mustSweep(0, time.Time{})
 	if got := e.statefulSets(); len(got) != 0 {
 		t.Fatalf("statefulsets %v, want the finished runner deleted", got)
 	}
+	if writes.Load() == 0 {
+		t.Fatal("the deletion sweep wrote nothing: the test proves nothing")
+	}
 	e.waitNoPods(5 * time.Second)
-	time.Sleep(2 * time.Second) // anything the controller was about to do is done
+	// The controller has seen the sweep's last write: a pod it made of the
+	// deleted StatefulSet in answer is there now.
+	if err := barrier.settle(); err != nil {
+		t.Fatal(err)
+	}
 	e.waitNoPods(5 * time.Second)
 }
 
@@ -74,7 +86,7 @@ func TestOrphanedPodIsUnregisteredBeforeRelease(t *testing.T) {
 	name := e.statefulSets()[0]
 	r := e.start(name)
 	e.mustSweep(1, time.Time{})
-	_ = e.sim.SetBusy(r.ID, true)
+	e.setBusy(r.ID, true)
 	e.deleteStatefulSet(name)
 	e.waitPodDeleting(name)
 	e.mustSweep(0, time.Time{})
@@ -85,7 +97,7 @@ func TestOrphanedPodIsUnregisteredBeforeRelease(t *testing.T) {
 	if _, ok := e.sim.Runner(r.ID); !ok {
 		t.Fatal("a busy runner was removed")
 	}
-	_ = e.sim.SetBusy(r.ID, false)
+	e.setBusy(r.ID, false)
 	e.clock.Step(10 * time.Minute)
 	e.mustSweep(0, time.Time{})
 	if _, ok := e.sim.Runner(r.ID); ok {
@@ -185,11 +197,15 @@ func TestFailedCreationIsUndone(t *testing.T) {
 		check(fmt.Sprintf("refused sweep %d", i), 1, 1)
 	}
 	gh.failRemove.Store(true)
-	_ = e.sweep(3, time.Time{})
+	if err := e.sweep(3, time.Time{}); err == nil {
+		t.Fatal("a refused creation whose undo failed reported no error")
+	}
 	check("undo with GitHub down", 2, 2)
 	gh.failRemove.Store(false)
 	e.clock.Step(2 * time.Minute)
-	_ = e.sweep(3, time.Time{})
+	if err := e.sweep(3, time.Time{}); err == nil {
+		t.Fatal("a refused creation reported no error")
+	}
 	check("after the next sweep's cleanup", 1, 1)
 }
 
@@ -313,12 +329,13 @@ func (e *env) waitPodDeleting(name string) {
 	}
 }
 
-// waitNoPods waits until the namespace has no pod left.
+// waitNoPods waits until the namespace has no pod left (but a controller
+// barrier's).
 func (e *env) waitNoPods(limit time.Duration) {
 	e.t.Helper()
 	var left []string
 	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, limit, true, func(ctx context.Context) (bool, error) {
-		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{})
+		list, err := e.kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "!" + barrierLabel})
 		if err != nil {
 			return false, err
 		}

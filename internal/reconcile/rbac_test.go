@@ -13,8 +13,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/testenv"
 )
 
@@ -32,11 +30,7 @@ func TestSweeperRBACIsEnough(t *testing.T) {
 	if _, err := user.CoreV1().Pods("default").List(t.Context(), metav1.ListOptions{}); err == nil {
 		t.Fatal("the sweeper's group can list pods outside its namespace")
 	}
-	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
-	e.rec, err = reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.rec = e.newReconciler(user, e.gh)
 	e.mustSweep(2, time.Time{})
 	names := e.statefulSets()
 	if len(names) != 2 {
@@ -67,7 +61,10 @@ func applyRBAC(t *testing.T, e *env) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		doc, _ := utilyamlToJSON(obj)
+		doc, err := json.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
 		switch obj["kind"] {
 		case "Role":
 			var r rbacv1.Role
@@ -86,8 +83,6 @@ func applyRBAC(t *testing.T, e *env) {
 		}
 	}
 }
-
-func utilyamlToJSON(obj map[string]any) ([]byte, error) { return json.Marshal(obj) }
 
 func mustJSON(t *testing.T, raw []byte, v any) {
 	t.Helper()

@@ -47,7 +47,7 @@ func TestScaleUpThenDownAroundABusyRunner(t *testing.T) {
 		t.Fatalf("phases %v, want 3 running", e.status.Phases)
 	}
 	busy := names[1]
-	_ = e.sim.SetBusy(ids[busy], true)
+	e.setBusy(ids[busy], true)
 
 	e.clock.Step(time.Minute)
 	e.mustSweep(0, t0)
@@ -88,7 +88,7 @@ func TestEphemeralCompletionHold(t *testing.T) {
 	e.mustSweep(1, effective)
 	name := e.statefulSets()[0]
 	r := e.start(name)
-	_ = e.sim.SetBusy(r.ID, true)
+	e.setBusy(r.ID, true)
 	e.exit(name, r.ID)
 	e.clock.Step(time.Minute)
 	e.mustSweep(1, effective) // desired still 1: the completed delivery is late
@@ -126,7 +126,7 @@ func TestSaturatedBacklogIsNotHeld(t *testing.T) {
 	}
 	name := e.statefulSets()[0]
 	r := e.start(name)
-	_ = e.sim.SetBusy(r.ID, true)
+	e.setBusy(r.ID, true)
 	e.exit(name, r.ID)
 	e.clock.Step(time.Second)
 	if err := sweep(0); err != nil { // no job waits: the finished runner's completion is late
@@ -227,7 +227,7 @@ func TestTemplateChangeReplacesIdleAndWaitsForBusy(t *testing.T) {
 	names := e.statefulSets()
 	a, b := e.start(names[0]), e.start(names[1])
 	e.mustSweep(2, time.Time{})
-	_ = e.sim.SetBusy(b.ID, true)
+	e.setBusy(b.ID, true)
 	e.setPool(true, "runner:2")
 	e.mustSweep(2, time.Time{})
 	got := e.statefulSets()
@@ -241,7 +241,10 @@ func TestTemplateChangeReplacesIdleAndWaitsForBusy(t *testing.T) {
 		if n == names[1] {
 			continue
 		}
-		sts, _ := e.kube.AppsV1().StatefulSets(e.ns).Get(t.Context(), n, metav1.GetOptions{})
+		sts, err := e.kube.AppsV1().StatefulSets(e.ns).Get(t.Context(), n, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if img := sts.Spec.Template.Spec.Containers[0].Image; img != "runner:2" {
 			t.Fatalf("replacement %s runs %s", n, img)
 		}
@@ -262,7 +265,7 @@ func TestHandDeletedPodIsUnregisteredFirst(t *testing.T) {
 	name := e.statefulSets()[0]
 	r := e.start(name)
 	e.mustSweep(1, time.Time{})
-	_ = e.sim.SetBusy(r.ID, true)
+	e.setBusy(r.ID, true)
 	if err := e.kube.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +277,7 @@ func TestHandDeletedPodIsUnregisteredFirst(t *testing.T) {
 	if _, ok := e.sim.Runner(r.ID); !ok {
 		t.Fatal("a busy runner was unregistered")
 	}
-	_ = e.sim.FinishJob(r.ID) // ephemeral: GitHub removes it
+	e.finishJob(r.ID)         // ephemeral: GitHub removes it
 	e.clock.Step(time.Minute) // past the busy back-off (the pod's container status did not change)
 	e.mustSweep(1, time.Time{})
 	e.waitGone(name)
@@ -318,7 +321,7 @@ func TestCrashAnywhereDuringScaleDown(t *testing.T) {
 			r := e.start(name)
 			if i == 0 {
 				busyID = r.ID
-				_ = e.sim.SetBusy(r.ID, true)
+				e.setBusy(r.ID, true)
 			}
 		}
 		e.mustSweep(3, time.Time{})

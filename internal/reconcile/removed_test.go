@@ -37,7 +37,7 @@ func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
 	}
 	e.mustSweep(2, t0)
 	busy, idle := names[0], names[1]
-	_ = e.sim.SetBusy(ids[busy], true)
+	e.setBusy(ids[busy], true)
 
 	ctx := t.Context()
 	known := func(name string) bool { return name != "p" } // "p" was removed from the file
@@ -49,8 +49,8 @@ func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
 	if p.Name != "p" || p.Scope().String() != "organization/acme" || !p.IsEphemeral() || !p.IsDraining() || p.Kubernetes.Namespace != e.ns {
 		t.Fatalf("rebuilt pool %+v scope %s", p, p.Scope())
 	}
-	if again, _ := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return true }); len(again) != 0 {
-		t.Fatalf("a configured pool was taken for removed: %v", again)
+	if again, err := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return true }); err != nil || len(again) != 0 {
+		t.Fatalf("a configured pool was taken for removed: %v (error %v)", again, err)
 	}
 
 	var st poolstate.Status
@@ -128,8 +128,8 @@ func waitNothingLeft(t *testing.T, e *env) {
 		return err == nil && len(left) == 0, err
 	})
 	if err != nil {
-		left, _ := e.rec.Remaining(t.Context(), []string{e.ns}, func(string) bool { return true })
-		t.Fatalf("left in the namespace: %v (%v)", left, err)
+		left, lerr := e.rec.Remaining(t.Context(), []string{e.ns}, func(string) bool { return true })
+		t.Fatalf("left in the namespace: %v (%v, %v)", left, err, lerr)
 	}
 }
 
@@ -167,8 +167,8 @@ func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
 	if got, err := mine.Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 1 || got[0].Name != "p" {
 		t.Fatalf("the deployment that made them found %v (error %v), want pool p", got, err)
 	}
-	if left, _ := mine.Remaining(ctx, []string{e.ns}, unknown); left["p"] == 0 {
-		t.Fatalf("remaining %v, want p's objects counted", left)
+	if left, err := mine.Remaining(ctx, []string{e.ns}, unknown); err != nil || left["p"] == 0 {
+		t.Fatalf("remaining %v (error %v), want p's objects counted", left, err)
 	}
 }
 
@@ -184,11 +184,7 @@ func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, time.Time{})
-	cfg, _ := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
-	rec, err := reconcile.New(cfg, user, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := e.newReconciler(user, e.gh)
 	ctx := t.Context()
 	removed, err := rec.Removed(ctx, []string{e.ns}, func(string) bool { return false })
 	if err != nil || len(removed) != 1 {
@@ -204,6 +200,6 @@ func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	inv, _ := rec.Inventory(ctx, []string{e.ns})
-	t.Fatalf("left after 50 sweeps: %+v", inv)
+	inv, err := rec.Inventory(ctx, []string{e.ns})
+	t.Fatalf("left after 50 sweeps: %+v (error %v)", inv, err)
 }

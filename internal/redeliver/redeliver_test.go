@@ -28,7 +28,10 @@ import (
 // a second run finds nothing left.
 func TestRecoverRedeliversWhatNeverGotThrough(t *testing.T) {
 	t.Parallel()
-	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sim := githubsim.New(githubsim.Options{AppID: 5, AppKey: &key.PublicKey})
 	apispec.Verify(t, sim)
 	srv := httptest.NewServer(sim.Handler())
@@ -44,7 +47,9 @@ func TestRecoverRedeliversWhatNeverGotThrough(t *testing.T) {
 				ID int64 `json:"id"`
 			} `json:"workflow_job"`
 		}
-		_ = json.Unmarshal(payload, &p)
+		if err := json.Unmarshal(payload, &p); err != nil {
+			t.Errorf("delivery payload: %v", err)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		if down && p.Job.ID%2 == 0 {
@@ -114,7 +119,10 @@ type failing struct {
 // clk must be within a minute of it whenever the App calls the simulator.
 func newFailing(t *testing.T, clk clock.PassiveClock, status int) *failing {
 	t.Helper()
-	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f := &failing{sim: githubsim.New(githubsim.Options{AppID: 5, AppKey: &key.PublicKey, Clock: clk})}
 	apispec.Verify(t, f.sim)
 	srv := httptest.NewServer(f.sim.Handler())
@@ -125,7 +133,9 @@ func newFailing(t *testing.T, clk clock.PassiveClock, status int) *failing {
 				ID int64 `json:"id"`
 			} `json:"workflow_job"`
 		}
-		_ = json.Unmarshal(payload, &p)
+		if err := json.Unmarshal(payload, &p); err != nil {
+			t.Errorf("delivery payload: %v", err)
+		}
 		f.mu.Lock()
 		f.got = append(f.got, p.Job.ID)
 		f.mu.Unlock()

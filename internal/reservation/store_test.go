@@ -80,7 +80,10 @@ func TestLifeCycleInOrder(t *testing.T) {
 
 	clk.SetTime(t0.Add(5 * time.Minute))
 	record(t, s, delivery(1, reservation.InProgress), reservation.Applied)
-	rs, _ = s.Active(t.Context(), "p")
+	rs, err = s.Active(t.Context(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rs) != 1 || !rs[0].EffectiveTime.Equal(t0) || !rs[0].ExpirationTime.Equal(t0.Add(15*time.Minute)) {
 		t.Fatalf("in_progress must keep the effective time and restart expiration: %+v", rs)
 	}
@@ -106,7 +109,10 @@ func TestDuplicatesAndReorderingChangeNothing(t *testing.T) {
 	if got := activeIDs(t, s, "p"); !slices.Equal(got, []int64{2, 3}) {
 		t.Fatalf("active = %v, want [2 3]", got)
 	}
-	rs, _ := s.Active(t.Context(), "p")
+	rs, err := s.Active(t.Context(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range rs {
 		if r.JobID == 3 && r.State != reservation.InProgress {
 			t.Errorf("job 3 state = %s, want in_progress kept", r.State)
@@ -151,7 +157,10 @@ func TestExtend(t *testing.T) {
 		t.Fatalf("Extend in-progress job = %v, %v; want false (only queued jobs wait for capacity)", ok, err)
 	}
 	clk.SetTime(t0.Add(15 * time.Minute))
-	rs, _ := s.Active(t.Context(), "p")
+	rs, err := s.Active(t.Context(), "p")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rs) != 1 || rs[0].JobID != 1 || rs[0].Extensions != 1 || !rs[0].ExpirationTime.Equal(until) {
 		t.Fatalf("after extension, at +15m: %+v, want job 1 extended once to +20m", rs)
 	}

@@ -46,8 +46,13 @@ func TestLocalEventFiles(t *testing.T) {
 				h["X-Hub-Signature-256"] = sign(body, "not-the-secret")
 			}
 			var pretty map[string]any
-			_ = json.Unmarshal(httpAPI(h, body, false), &pretty)
-			raw, _ := json.MarshalIndent(pretty, "", "  ")
+			if err := json.Unmarshal(httpAPI(h, body, false), &pretty); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := json.MarshalIndent(pretty, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
 			if err := os.WriteFile(filepath.Join(dir, ev.file), append(raw, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -371,7 +371,10 @@ func TestNudgeFailureDoesNotFailTheDelivery(t *testing.T) {
 // after the SDK's retries the delivery must answer 503 so GitHub can redeliver.
 func TestDynamoDBDown(t *testing.T) {
 	t.Parallel()
-	cfg, _ := pool.Parse([]byte(pools))
+	cfg, err := pool.Parse([]byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
 	db := dynamodb.New(dynamodb.Options{
 		Region: "us-east-1", BaseEndpoint: aws.String("http://127.0.0.1:1"),
 		Credentials:      credentials.NewStaticCredentialsProvider("local", "local", ""),

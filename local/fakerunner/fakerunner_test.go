@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -117,12 +116,17 @@ func newEnv(t *testing.T, opts githubsim.Options) *env {
 
 func (e *env) api(method, path string, body, out any) {
 	e.t.Helper()
-	var rd io.Reader
+	var raw []byte
 	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			e.t.Fatal(err)
+		}
 	}
-	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "token "+pat)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

@@ -55,8 +55,8 @@ func (b busyRunner) restBusy() bool {
 	}
 	for _, r := range list.Runners {
 		if r.ID == b.id {
-			if api, _ := b.e.sim.RESTBusy(b.id); api != r.Busy {
-				b.e.t.Fatalf("RESTBusy says %v, the runner list %v", api, r.Busy)
+			if api, ok := b.e.sim.RESTBusy(b.id); !ok || api != r.Busy {
+				b.e.t.Fatalf("RESTBusy says %v (known %v), the runner list %v", api, ok, r.Busy)
 			}
 			return r.Busy
 		}

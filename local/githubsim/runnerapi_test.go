@@ -38,14 +38,17 @@ func newAgentEnv(t *testing.T) *agentEnv {
 // call sends a JSON request and decodes a JSON answer into out (when not nil).
 func (e *agentEnv) call(method, path, auth string, body, out any) *http.Response {
 	e.t.Helper()
-	var rd *bytes.Reader
+	var raw []byte
 	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	} else {
-		rd = bytes.NewReader(nil)
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
+			e.t.Fatal(err)
+		}
 	}
-	req, _ := http.NewRequestWithContext(e.t.Context(), method, e.url+path, rd)
+	req, err := http.NewRequestWithContext(e.t.Context(), method, e.url+path, bytes.NewReader(raw))
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	req.Header.Set("Authorization", auth)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -90,6 +93,16 @@ func (e *agentEnv) register(token string, body map[string]any) (registered, int)
 	return out, resp.StatusCode
 }
 
+// mustRegister is register for a registration that must succeed.
+func (e *agentEnv) mustRegister(token string, body map[string]any) registered {
+	e.t.Helper()
+	reg, status := e.register(token, body)
+	if status != http.StatusCreated {
+		e.t.Fatalf("registration: %d, want 201", status)
+	}
+	return reg
+}
+
 type sessionOut struct {
 	SessionID string `json:"session_id"`
 	RunnerID  int64  `json:"runner_id"`
@@ -101,6 +114,16 @@ func (e *agentEnv) open(cred string, body any) (sessionOut, *http.Response) {
 	var out sessionOut
 	resp := e.call("POST", "/_runner/sessions", "Bearer "+cred, body, &out)
 	return out, resp
+}
+
+// mustOpen is open for a session that must open.
+func (e *agentEnv) mustOpen(cred string, body any) sessionOut {
+	e.t.Helper()
+	s, resp := e.open(cred, body)
+	if resp.StatusCode != http.StatusCreated {
+		e.t.Fatalf("session: %d, want 201", resp.StatusCode)
+	}
+	return s
 }
 
 type jobOut struct {
@@ -174,13 +197,13 @@ func TestAgentRegistration(t *testing.T) {
 func TestAgentSessionOnlineOffline(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
-	reg, _ := e.register(e.regToken("/repos/acme/app"), map[string]any{"url": e.url + "/acme/app", "name": "p"})
+	reg := e.mustRegister(e.regToken("/repos/acme/app"), map[string]any{"url": e.url + "/acme/app", "name": "p"})
 	cred, id := reg.Credentials.Data["token"], reg.Runner.AgentID
 	s, resp := e.open(cred, nil)
 	if resp.StatusCode != 201 || s.RunnerID != id {
 		t.Fatalf("session: %d %+v", resp.StatusCode, s)
 	}
-	if rn, _ := e.sim.Runner(id); !rn.Online || !rn.Registered {
+	if rn, ok := e.sim.Runner(id); !ok || !rn.Online || !rn.Registered {
 		t.Fatalf("a session makes the runner online: %+v", rn)
 	}
 	if _, resp := e.open(cred, nil); resp.StatusCode != 409 || resp.Header.Get("Retry-After") != "30" {
@@ -189,24 +212,24 @@ func TestAgentSessionOnlineOffline(t *testing.T) {
 	if got := e.call("DELETE", "/_runner/sessions/"+s.SessionID, "Bearer "+cred, nil, nil).StatusCode; got != 204 {
 		t.Fatalf("close: %d", got)
 	}
-	if rn, _ := e.sim.Runner(id); rn.Online {
-		t.Fatal("closing the session must make the runner offline")
+	if rn, ok := e.sim.Runner(id); !ok || rn.Online {
+		t.Fatalf("closing the session must make the runner offline: %+v %v", rn, ok)
 	}
 	if _, code := e.poll(cred, s.SessionID, "0s"); code != 404 {
 		t.Fatalf("poll on a closed session: %d, want 404", code)
 	}
 	// A session nobody polls ends after the timeout.
-	s, _ = e.open(cred, nil)
+	s = e.mustOpen(cred, nil)
 	if _, code := e.poll(cred, s.SessionID, "0s"); code != 204 {
 		t.Fatalf("empty poll: %d, want 204", code)
 	}
 	e.clock.Step(29 * time.Second)
-	if rn, _ := e.sim.Runner(id); !rn.Online {
+	if rn, ok := e.sim.Runner(id); !ok || !rn.Online {
 		t.Fatal("offline before the session timeout")
 	}
 	e.clock.Step(time.Second)
-	if rn, _ := e.sim.Runner(id); rn.Online {
-		t.Fatal("still online after the session timeout with no poll")
+	if rn, ok := e.sim.Runner(id); !ok || rn.Online {
+		t.Fatalf("still online after the session timeout with no poll: %+v %v", rn, ok)
 	}
 	if _, resp := e.open(cred, nil); resp.StatusCode != 201 {
 		t.Fatalf("reconnecting after the timeout: %d", resp.StatusCode)
@@ -216,9 +239,9 @@ func TestAgentSessionOnlineOffline(t *testing.T) {
 func TestAgentJobLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)
-	reg, _ := e.register(e.regToken("/orgs/acme"), map[string]any{"url": e.url + "/acme", "name": "p", "labels": []string{"big"}})
+	reg := e.mustRegister(e.regToken("/orgs/acme"), map[string]any{"url": e.url + "/acme", "name": "p", "labels": []string{"big"}})
 	cred, id := reg.Credentials.Data["token"], reg.Runner.AgentID
-	s, _ := e.open(cred, nil)
+	s := e.mustOpen(cred, nil)
 	start := time.Now()
 	if _, code := e.poll(cred, s.SessionID, "200ms"); code != 204 || time.Since(start) < 200*time.Millisecond {
 		t.Fatalf("poll with no job: %d after %s, want 204 after the wait", code, time.Since(start))
@@ -242,7 +265,7 @@ func TestAgentJobLifecycle(t *testing.T) {
 	if rs := e.sim.RunningJobs(); len(rs) != 1 || rs[0].ID != j.ID {
 		t.Fatalf("RunningJobs: %+v", rs)
 	}
-	if rn, _ := e.sim.Runner(id); !rn.Busy {
+	if rn, ok := e.sim.Runner(id); !ok || !rn.Busy {
 		t.Fatal("the runner must be busy with its job")
 	}
 	if got := e.result(jobOut{ID: j.ID, Token: "simjob_forged"}, "success"); got != 401 {
@@ -289,7 +312,10 @@ func TestAgentJITConfig(t *testing.T) {
 	}
 	// The JIT config is base64 of the runner's files, each base64 of its JSON.
 	var files map[string]string
-	raw, _ := base64.StdEncoding.DecodeString(jit.Encoded)
+	raw, err := base64.StdEncoding.DecodeString(jit.Encoded)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := json.Unmarshal(raw, &files); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +326,10 @@ func TestAgentJITConfig(t *testing.T) {
 	}
 	var creds struct{ Data map[string]string }
 	for name, v := range map[string]any{".runner": &settings, ".credentials": &creds} {
-		content, _ := base64.StdEncoding.DecodeString(files[name])
+		content, err := base64.StdEncoding.DecodeString(files[name])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 		if err := json.Unmarshal(content, v); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -317,14 +346,16 @@ func TestAgentJITConfig(t *testing.T) {
 	if resp.StatusCode != 201 || !s.Ephemeral {
 		t.Fatalf("session from the JIT config: %d %+v", resp.StatusCode, s)
 	}
-	e.call("DELETE", "/_runner/sessions/"+s.SessionID, "Bearer "+cred, nil, nil)
+	if got := e.call("DELETE", "/_runner/sessions/"+s.SessionID, "Bearer "+cred, nil, nil).StatusCode; got != 204 {
+		t.Fatalf("close: %d", got)
+	}
 	if _, resp := e.open(cred, body); resp.StatusCode != 401 {
 		t.Fatalf("JIT config used twice: %d, want 401", resp.StatusCode)
 	}
 	if _, err := e.sim.Register(githubsim.Registration{JITConfig: jit.Encoded}); err == nil {
 		t.Fatal("Register must refuse a used JIT config too")
 	}
-	s, _ = e.open(cred, nil) // the credential itself works while the runner exists
+	s = e.mustOpen(cred, nil) // the credential itself works while the runner exists
 	e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}})
 	j, code := e.poll(cred, s.SessionID, "5s")
 	if code != 200 || e.result(j, "success") != 204 {

@@ -55,7 +55,10 @@ func (e *env) jwt(t *testing.T, iss string, iat time.Time, life time.Duration) s
 
 func (e *env) do(t *testing.T, method, path, auth string) *http.Response {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), method, e.url+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), method, e.url+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", auth)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -72,7 +75,9 @@ func (e *env) installationToken(t *testing.T) string {
 		t.Fatalf("access token: %d", resp.StatusCode)
 	}
 	var body struct{ Token string }
-	_ = json.NewDecoder(resp.Body).Decode(&body)
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Token == "" {
+		t.Fatalf("access token: %q, %v", body.Token, err)
+	}
 	return body.Token
 }
 
@@ -122,18 +127,17 @@ func TestRemovalOnlyFailsWhileBusy(t *testing.T) {
 	e := newEnv(t)
 	tok := e.installationToken(t)
 	reg := e.do(t, "POST", "/orgs/acme/actions/runners/registration-token", "token "+tok)
-	var rt struct{ Token string }
-	_ = json.NewDecoder(reg.Body).Decode(&rt)
-	r, err := e.sim.Register(githubsim.Registration{Token: rt.Token, Scope: scope.Scope{Organization: "acme"}.String(), Name: "a"})
+	regToken := decodeRegistrationToken(t, reg)
+	r, err := e.sim.Register(githubsim.Registration{Token: regToken, Scope: scope.Scope{Organization: "acme"}.String(), Name: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = e.sim.SetBusy(r.ID, true)
+	setBusy(t, e.sim, r.ID, true)
 	del := fmt.Sprintf("/orgs/acme/actions/runners/%d", r.ID)
 	if got := e.do(t, "DELETE", del, "token "+tok).StatusCode; got != 422 {
 		t.Fatalf("busy: %d, want 422", got)
 	}
-	_ = e.sim.SetBusy(r.ID, false)
+	setBusy(t, e.sim, r.ID, false)
 	if got := e.do(t, "DELETE", "/orgs/other/actions/runners/"+strconv.FormatInt(r.ID, 10), "token "+tok).StatusCode; got != 404 {
 		t.Fatalf("other scope: %d, want 404", got)
 	}
@@ -150,17 +154,16 @@ func TestRegistrationCredentials(t *testing.T) {
 	e := newEnv(t)
 	tok := e.installationToken(t)
 	reg := e.do(t, "POST", "/repos/acme/app/actions/runners/registration-token", "token "+tok)
-	var rt struct{ Token string }
-	_ = json.NewDecoder(reg.Body).Decode(&rt)
+	regToken := decodeRegistrationToken(t, reg)
 	repo := scope.Scope{Repository: "acme/app"}.String()
-	if _, err := e.sim.Register(githubsim.Registration{Token: rt.Token, Scope: "organization/acme", Name: "a"}); !errors.Is(err, githubsim.ErrInvalidCredential) {
+	if _, err := e.sim.Register(githubsim.Registration{Token: regToken, Scope: "organization/acme", Name: "a"}); !errors.Is(err, githubsim.ErrInvalidCredential) {
 		t.Fatalf("token for another scope: %v", err)
 	}
-	r, err := e.sim.Register(githubsim.Registration{Token: rt.Token, Scope: repo, Name: "a", Ephemeral: true})
+	r, err := e.sim.Register(githubsim.Registration{Token: regToken, Scope: repo, Name: "a", Ephemeral: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = e.sim.SetBusy(r.ID, true)
+	setBusy(t, e.sim, r.ID, true)
 	if err := e.sim.FinishJob(r.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +171,25 @@ func TestRegistrationCredentials(t *testing.T) {
 		t.Fatal("an ephemeral runner must disappear after its job")
 	}
 	e.clock.Step(time.Hour)
-	if _, err := e.sim.Register(githubsim.Registration{Token: rt.Token, Scope: repo, Name: "b"}); !errors.Is(err, githubsim.ErrInvalidCredential) {
+	if _, err := e.sim.Register(githubsim.Registration{Token: regToken, Scope: repo, Name: "b"}); !errors.Is(err, githubsim.ErrInvalidCredential) {
 		t.Fatalf("expired registration token: %v", err)
+	}
+}
+
+// decodeRegistrationToken decodes a registration-token response.
+func decodeRegistrationToken(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	var rt struct{ Token string }
+	if err := json.NewDecoder(resp.Body).Decode(&rt); err != nil || resp.StatusCode != 201 || rt.Token == "" {
+		t.Fatalf("registration token: %d %q, %v", resp.StatusCode, rt.Token, err)
+	}
+	return rt.Token
+}
+
+// setBusy marks runner id busy (it took a job) or idle.
+func setBusy(t *testing.T, sim *githubsim.Server, id int64, busy bool) {
+	t.Helper()
+	if err := sim.SetBusy(id, busy); err != nil {
+		t.Fatalf("marking runner %d busy=%v: %v", id, busy, err)
 	}
 }

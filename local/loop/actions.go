@@ -23,36 +23,42 @@ import (
 func (l *Loop) failLostJobs(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	lost := map[int64]time.Time{} // job id → when its runner was first seen offline during it
+	lost := map[int64]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		running := map[int64]bool{}
-		for _, j := range l.Sim.RunningJobs() {
-			running[j.ID] = true
-			since, seen := lost[j.ID]
-			if !seen {
-				if r, ok := l.Sim.Runner(j.RunnerID); !ok || !r.Online || l.Monitor.stoppedSince(j.RunnerName, j.StartedAt) {
-					lost[j.ID] = now
-				}
-				continue
+		l.failLost(time.Now(), lost)
+	}
+}
+
+// failLost is one look of failLostJobs, at now. lost maps a running job's id to
+// when its runner was first seen gone, offline or stopped during it; a job that
+// stays so for LostAfter is failed, and a job no longer running is forgotten.
+func (l *Loop) failLost(now time.Time, lost map[int64]time.Time) {
+	running := map[int64]bool{}
+	for _, j := range l.Sim.RunningJobs() {
+		running[j.ID] = true
+		since, seen := lost[j.ID]
+		if !seen {
+			if r, ok := l.Sim.Runner(j.RunnerID); !ok || !r.Online || l.Monitor.stoppedSince(j.RunnerName, j.StartedAt) {
+				lost[j.ID] = now
 			}
-			if now.Sub(since) < l.opts.LostAfter {
-				continue
-			}
-			if err := l.Sim.CompleteJobAs(j.ID, githubsim.JobFailure); err == nil {
-				l.lost.Add(1)
-				l.opts.Log.Warn("job failed: its runner lost communication", "job", j.ID, "runner", j.RunnerName, "offline", now.Sub(since).Round(time.Second))
-			}
+			continue
 		}
-		for id := range lost {
-			if !running[id] {
-				delete(lost, id)
-			}
+		if now.Sub(since) < l.opts.LostAfter {
+			continue
+		}
+		if err := l.Sim.CompleteJobAs(j.ID, githubsim.JobFailure); err == nil {
+			l.lost.Add(1)
+			l.opts.Log.Warn("job failed: its runner lost communication", "job", j.ID, "runner", j.RunnerName, "offline", now.Sub(since).Round(time.Second))
+		}
+	}
+	for id := range lost {
+		if !running[id] {
+			delete(lost, id)
 		}
 	}
 }

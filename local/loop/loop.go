@@ -172,6 +172,9 @@ type Loop struct {
 	// shortSince: pool → since when it has lacked runners for its waiting jobs
 	// (judgeWaits, in the watchJobs goroutine only).
 	shortSince map[string]time.Time
+	// nudgesSent counts the webhook's nudges; nudgesDone those whose sweeper
+	// invocation has returned (Nudges).
+	nudgesSent, nudgesDone atomic.Int64
 }
 
 // Start brings the loop up; Stop ends it.
@@ -253,7 +256,11 @@ func (l *Loop) build(ctx context.Context) error {
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev sweeper.Event) error {
-			l.wg.Go(func() { l.invoke(ctx, ev) })
+			l.nudgesSent.Add(1)
+			l.wg.Go(func() {
+				defer l.nudgesDone.Add(1)
+				l.invoke(ctx, ev)
+			})
 			return nil
 		})))
 	}
@@ -427,3 +434,11 @@ func (l *Loop) closeServers() {
 
 // LostJobs counts the jobs failed because their runner lost communication.
 func (l *Loop) LostJobs() int { return int(l.lost.Load()) }
+
+// Nudges counts the webhook's nudges of the sweeper so far (sent), and those
+// whose sweeper invocation has returned (done). A nudge is sent before the
+// webhook answers the delivery that caused it.
+func (l *Loop) Nudges() (sent, done int) {
+	done = int(l.nudgesDone.Load()) // first: done never exceeds sent
+	return int(l.nudgesSent.Load()), done
+}

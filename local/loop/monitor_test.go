@@ -1,11 +1,9 @@
 package loop
 
 import (
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -15,19 +13,31 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
+// monitorPools: an ephemeral pool and a persistent one, in namespace %s.
 const monitorPools = `
 pools:
   - name: small
     organization: acme
     labels: [small]
     maxReplicas: 2
-    kubernetes: {namespace: ns, image: r}
+    kubernetes: {namespace: %[1]s, image: r}
+  - name: keep
+    organization: acme
+    labels: [keep]
+    ephemeral: false
+    maxReplicas: 2
+    kubernetes: {namespace: %[1]s, image: r}
 `
 
 // simWithRunner is a simulator serving a PAT, and a function that registers an
@@ -73,13 +83,27 @@ func simWithRunner(t *testing.T) (*githubsim.Server, string, func(name string) (
 	return sim, srv.URL, take
 }
 
+// testLoop is a loop around sim with the pools of monitorPools in namespace
+// "ns", and no server behind its Kubernetes client (the monitor's look at a
+// failed container's output then logs that it found none).
 func testLoop(t *testing.T, sim *githubsim.Server) *Loop {
 	t.Helper()
-	cfg, err := pool.Parse([]byte(monitorPools))
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &Loop{Sim: sim, Monitor: newMonitor(slog.New(slog.DiscardHandler))}
+	return testLoopIn(t, sim, kube, "ns")
+}
+
+// testLoopIn is testLoop with the pools in namespace ns of kube.
+func testLoopIn(t *testing.T, sim *githubsim.Server, kube kubernetes.Interface, ns string) *Loop {
+	t.Helper()
+	cfg, err := pool.Parse(fmt.Appendf(nil, monitorPools, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	l := &Loop{Sim: sim, Monitor: newMonitor(log), opts: Options{Kube: kube, Log: log}, shortSince: map[string]time.Time{}}
 	l.pools.Store(cfg)
 	return l
 }

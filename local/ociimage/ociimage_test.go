@@ -85,7 +85,10 @@ func TestBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(tr)
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got[strings.TrimSuffix(hdr.Name, "/")] = entry{hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Linkname, string(body)}
 	}
 	want := map[string]entry{
@@ -118,8 +121,14 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d1, _ := img.Digest()
-	d2, _ := img2.Digest()
+	d1, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := img2.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d1 != d2 {
 		t.Errorf("rebuilt image digest %s, want %s (reproducible)", d2, d1)
 	}

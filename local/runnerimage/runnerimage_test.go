@@ -68,7 +68,10 @@ func readImage(t *testing.T, img runnerimage.Image) (*v1.ConfigFile, map[string]
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(tr)
+		body, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
 		files["/"+strings.TrimSuffix(hdr.Name, "/")] = entry{hdr.Typeflag, hdr.Mode, hdr.Uid, hdr.Gid, hdr.Linkname, body}
 	}
 	return cf, files
@@ -157,17 +160,26 @@ func TestCachedByContent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	after, _ := os.Stat(again.Tarball)
+	after, err := os.Stat(again.Tarball)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if again != img || !after.ModTime().Equal(before.ModTime()) {
 		t.Fatalf("second build %+v (modified %s), want %+v from the cache", again, after.ModTime(), img)
 	}
 	changed := filepath.Join(t.TempDir(), "entrypoint.sh")
-	raw, _ := os.ReadFile("../../runner/entrypoint.sh")
+	raw, err := os.ReadFile("../../runner/entrypoint.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(changed, append(raw, []byte("# changed\n")...), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// Built into a cache of its own (sharing the packages), not to leave it in the user's.
-	home, _ := os.UserHomeDir()
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cache := t.TempDir()
 	if err := os.Symlink(filepath.Join(home, ".cache", "runnerscaler", "debs"), filepath.Join(cache, "debs")); err != nil {
 		t.Fatal(err)
@@ -199,8 +211,11 @@ func TestImageRunsAJob(t *testing.T) {
 	sim := githubsim.New(githubsim.Options{PATs: []string{"ghp_image"}})
 	srv := httptest.NewServer(sim.Handler())
 	t.Cleanup(srv.Close)
-	req, _ := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/orgs/acme/actions/runners/generate-jitconfig",
+	req, err := http.NewRequestWithContext(t.Context(), "POST", srv.URL+"/orgs/acme/actions/runners/generate-jitconfig",
 		strings.NewReader(`{"name":"img-1","runner_group_id":1,"labels":["big"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "token ghp_image")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -211,8 +226,11 @@ func TestImageRunsAJob(t *testing.T) {
 		Runner  struct{ ID int64 }
 		Encoded string `json:"encoded_jit_config"`
 	}
-	_ = json.NewDecoder(resp.Body).Decode(&jit)
+	err = json.NewDecoder(resp.Body).Decode(&jit)
 	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusCreated || jit.Encoded == "" {
+		t.Fatalf("generate-jitconfig: %d %+v, %v", resp.StatusCode, jit, err)
+	}
 	job := sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Duration: 1500 * time.Millisecond,
 		Script: "id -u; id -g"})
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -34,7 +35,8 @@ const NodeName = "localhost"
 // local/pause and imported at start (no registry is reachable).
 const PauseImage = "localhost/runnerscaler/pause:local"
 
-// Debian's packages for the node, and the directory of its CNI plugins.
+// Debian's packages for the node, which nodePrerequisites installs or names, and
+// the directory of its CNI plugins.
 const (
 	nodePackages = "containerd runc containernetworking-plugins"
 	cniBinDir    = "/usr/lib/cni"
@@ -45,27 +47,81 @@ const (
 	hostCNIResults = "/var/lib/cni/results"
 )
 
-// nodePrerequisites fails, saying what to do, when this machine cannot run the node.
-func nodePrerequisites() error {
-	if os.Geteuid() != 0 {
+// nodeHost is what nodePrerequisites asks of the machine.
+type nodeHost struct {
+	euid     int
+	lookPath func(file string) (string, error)
+	stat     func(name string) (fs.FileInfo, error)
+	// install installs Debian's packages with apt-get, writing apt-get's output to out.
+	install func(ctx context.Context, packages []string, out io.Writer) error
+	// stderr is told what nodePrerequisites does to the machine.
+	stderr io.Writer
+}
+
+// thisHost is this machine, as nodePrerequisites sees it.
+func thisHost() nodeHost {
+	return nodeHost{euid: os.Geteuid(), lookPath: exec.LookPath, stat: os.Stat, install: aptInstall, stderr: os.Stderr}
+}
+
+// nodePrerequisites fails, saying what to do, when this machine cannot run the
+// node. Run as root on a machine with apt-get, it first installs Debian's
+// packages for what is missing, and says so on stderr; anyone else is told the
+// command to run.
+func nodePrerequisites(ctx context.Context, h nodeHost) error {
+	if h.euid != 0 {
 		return errors.New("the stack's node (containerd, runc and a kubelet) needs root: " +
 			"run as root, e.g. `sudo -E env PATH=\"$PATH\" make test`, or start the stack without a node " +
 			"with RUNNERSCALER_NODE=0 (tests that need the node then fail)")
 	}
+	missing := h.missingForNode()
+	if len(missing) == 0 {
+		return nil
+	}
+	if _, err := h.lookPath("apt-get"); err != nil {
+		return errNodeMissing(missing)
+	}
+	fmt.Fprintf(h.stderr, "stack: the node needs %s: installing Debian's packages %s (apt-get, as root)\n",
+		strings.Join(missing, ", "), nodePackages)
+	if err := h.install(ctx, strings.Fields(nodePackages), h.stderr); err != nil {
+		return fmt.Errorf("installing them: %w; %w", err, errNodeMissing(missing))
+	}
+	if missing := h.missingForNode(); len(missing) > 0 {
+		return fmt.Errorf("after installing %s: %w", nodePackages, errNodeMissing(missing))
+	}
+	return nil
+}
+
+// missingForNode lists the node's binaries and CNI plugins this machine lacks.
+func (h nodeHost) missingForNode() []string {
 	var missing []string
 	for _, bin := range []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc"} {
-		if _, err := exec.LookPath(bin); err != nil {
+		if _, err := h.lookPath(bin); err != nil {
 			missing = append(missing, bin)
 		}
 	}
 	for _, plugin := range []string{"bridge", "host-local", "loopback"} {
-		if _, err := os.Stat(filepath.Join(cniBinDir, plugin)); err != nil {
+		if _, err := h.stat(filepath.Join(cniBinDir, plugin)); err != nil {
 			missing = append(missing, filepath.Join(cniBinDir, plugin))
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("the stack's node needs %s: install Debian's packages with "+
-			"`apt-get update && apt-get install -y %s`", strings.Join(missing, ", "), nodePackages)
+	return missing
+}
+
+// errNodeMissing says what the node lacks and the command that installs it.
+func errNodeMissing(missing []string) error {
+	return fmt.Errorf("the stack's node needs %s: install Debian's packages with "+
+		"`apt-get update && apt-get install -y %s`", strings.Join(missing, ", "), nodePackages)
+}
+
+// aptInstall runs `apt-get update` and `apt-get install -y packages`, unattended.
+func aptInstall(ctx context.Context, packages []string, out io.Writer) error {
+	for _, args := range [][]string{{"update", "-q"}, append([]string{"install", "-y", "-q"}, packages...)} {
+		cmd := exec.CommandContext(ctx, "apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("apt-get %s: %w", args[0], err)
+		}
 	}
 	return nil
 }

@@ -51,7 +51,8 @@ type Options struct {
 	KubeBinDir string
 	// Node also starts kube-scheduler, containerd and a kubelet, and Up returns once
 	// the node is Ready and schedulable. It needs root, and containerd, runc and the
-	// CNI plugins from Debian (Up says how to install what is missing).
+	// CNI plugins from Debian: Up installs what is missing when it runs as root on a
+	// machine with apt-get, and otherwise says how to.
 	Node bool
 	// Detach lets the servers outlive the calling process (the `stack up` command);
 	// otherwise they are killed when it exits (tests).
@@ -118,7 +119,7 @@ func Up(ctx context.Context, opts Options) (*Stack, error) {
 		return s, nil
 	}
 	if opts.Node {
-		if err := nodePrerequisites(); err != nil {
+		if err := nodePrerequisites(ctx, thisHost()); err != nil {
 			return nil, err
 		}
 	}

@@ -56,8 +56,14 @@ func TestUserGroups(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	passwd, group := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
-	_ = os.WriteFile(passwd, []byte("root:x:0:0:root:/root:/bin/bash\nrunner:x:1001:1001:runner:/home/runner:/bin/bash\n"), 0o644)
-	_ = os.WriteFile(group, []byte("root:x:0:\nrunner:x:1001:\ndocker:x:998:runner\nwheel:x:10:admin,runner2\n"), 0o644)
+	for file, content := range map[string]string{
+		passwd: "root:x:0:0:root:/root:/bin/bash\nrunner:x:1001:1001:runner:/home/runner:/bin/bash\n",
+		group:  "root:x:0:\nrunner:x:1001:\ndocker:x:998:runner\nwheel:x:10:admin,runner2\n",
+	} {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	got, err := userGroups(passwd, group, 1001, 1001)
 	if err != nil || !slices.Equal(got, []int{1001, 998}) {
 		t.Fatalf("groups %v %v, want the primary group and docker", got, err)

@@ -1,0 +1,122 @@
+package loop
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+// TestCancelledJobExcusedOnlyByAFault: a job that ended cancelled on a runner a
+// fault hit is excused; cancelled on a runner nothing hit, it is a violation;
+// and a job lost because its runner was removed under it is a violation even
+// with a fault on that runner.
+func TestCancelledJobExcusedOnlyByAFault(t *testing.T) {
+	t.Parallel()
+	sim, url, take := simWithRunner(t)
+	l := testLoop(t, sim)
+	_, hit := take("small-a")
+	_, clean := take("small-b")
+	lostRunner, lost := take("small-c")
+	for _, name := range []string{"small-a", "small-c"} {
+		l.Monitor.Fault(name, "runner process killed")
+	}
+	for _, j := range []githubsim.Job{hit, clean} {
+		if err := sim.CompleteJobAs(j.ID, githubsim.JobCancelled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeWhileRESTSaysIdle(t, sim, url, lostRunner.ID)
+	for range 2 { // judged once, however often the jobs are looked at
+		l.judgeJobs(sim.Jobs())
+	}
+	v := l.Monitor.Violations()
+	if len(v) != 2 {
+		t.Fatalf("violations %q, want job %d cancelled and job %d lost", v, clean.ID, lost.ID)
+	}
+	mustFind(t, "violations", v, fmt.Sprintf("job %d on runner small-b ended cancelled", clean.ID))
+	mustFind(t, "violations", v, fmt.Sprintf("job %d lost", lost.ID), "small-c")
+	ex := l.Monitor.Excused()
+	if len(ex) != 1 {
+		t.Fatalf("excused %q, want job %d alone", ex, hit.ID)
+	}
+	mustFind(t, "excused", ex, fmt.Sprintf("job %d on runner small-a ended cancelled", hit.ID), "runner process killed")
+}
+
+// TestEphemeralRunnerRunsOneJob: an ephemeral pool's runner that ran two jobs is
+// one violation; a persistent pool's runner may run many.
+func TestEphemeralRunnerRunsOneJob(t *testing.T) {
+	t.Parallel()
+	sim, _, _ := simWithRunner(t)
+	l := testLoop(t, sim)
+	done := func(id int64, runner string, labels ...string) githubsim.Job {
+		return githubsim.Job{ID: id, State: githubsim.JobCompleted, Conclusion: githubsim.JobSuccess, RunnerName: runner,
+			JobSpec: githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: append([]string{"self-hosted"}, labels...)}}
+	}
+	jobs := []githubsim.Job{
+		done(1, "small-a", "small"), done(2, "small-a", "small"), done(3, "small-b", "small"),
+		done(4, "keep-a", "keep"), done(5, "keep-a", "keep"), done(6, "keep-a", "keep"),
+	}
+	for range 2 {
+		l.judgeJobs(jobs)
+	}
+	v := l.Monitor.Violations()
+	if len(v) != 1 {
+		t.Fatalf("violations %q, want small-a's two jobs alone", v)
+	}
+	mustFind(t, "violations", v, "ephemeral runner small-a ran 2 jobs [1 2]")
+}
+
+// TestLostJobsAreFailedAfterLostAfter: a running job whose runner went offline,
+// or whose runner container stopped after the job started, is failed once it
+// has been so for LostAfter (as GitHub fails a job whose worker died); a job
+// whose runner's container stopped before the job started, on a runner online,
+// runs on.
+func TestLostJobsAreFailedAfterLostAfter(t *testing.T) {
+	t.Parallel()
+	sim, _, take := simWithRunner(t)
+	l := testLoop(t, sim)
+	l.opts.LostAfter = 10 * time.Second
+	offline, offlineJob := take("small-a")
+	if err := sim.SetOnline(offline.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	_, diedJob := take("small-b")
+	b := runnerPod("small-b")
+	l.podAdded(b)
+	l.podChanged(b, withStop(b, 137, "Error", diedJob.StartedAt.Add(time.Minute)))
+	c := withStop(runnerPod("small-c"), 137, "Error", time.Now().Add(-time.Hour))
+	l.podAdded(runnerPod("small-c"))
+	l.podChanged(runnerPod("small-c"), c) // long before its job
+	l.podChanged(c, restarted(c))
+	_, aliveJob := take("small-c")
+
+	now := time.Now()
+	lost := map[int64]time.Time{}
+	l.failLost(now, lost)
+	l.failLost(now.Add(l.opts.LostAfter-time.Millisecond), lost)
+	if n := l.LostJobs(); n != 0 {
+		t.Fatalf("%d jobs failed before LostAfter", n)
+	}
+	l.failLost(now.Add(l.opts.LostAfter), lost)
+	if n := l.LostJobs(); n != 2 {
+		t.Fatalf("%d jobs failed, want jobs %d and %d", n, offlineJob.ID, diedJob.ID)
+	}
+	state := map[int64]githubsim.Job{}
+	for _, j := range sim.Jobs() {
+		state[j.ID] = j
+	}
+	for _, id := range []int64{offlineJob.ID, diedJob.ID} {
+		if j := state[id]; j.State != githubsim.JobCompleted || j.Conclusion != githubsim.JobFailure {
+			t.Fatalf("job %d: %s %s, want completed failure", id, j.State, j.Conclusion)
+		}
+	}
+	if j := state[aliveJob.ID]; j.State != githubsim.JobInProgress {
+		t.Fatalf("job %d, whose runner is online and stopped before it: %s, want still in progress", aliveJob.ID, j.State)
+	}
+	l.failLost(now.Add(2*l.opts.LostAfter), lost)
+	if n := l.LostJobs(); n != 2 || len(lost) != 0 {
+		t.Fatalf("the next look: %d jobs failed, lost %v; want 2, and the failed jobs forgotten", n, lost)
+	}
+}
