@@ -105,7 +105,7 @@ func (s *stopper) drain(ctx context.Context) error {
 		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
 		return errWait
 	}
-	if s.sw.d.Queued > 0 && runnerRunning(pod) {
+	if jobsWaiting(s.sw) && runnerRunning(pod) {
 		// GitHub hands a waiting job to any idle runner: this one could take it
 		// as its listener stops, which cancels it (holdWhileQueued).
 		s.log.Info("a job of the pool waits for a runner: this idle runner stops once no job waits", "queued", s.sw.d.Queued)

@@ -108,3 +108,39 @@ func (w *busyWorld) podDeleting() bool {
 	}
 	return pod.DeletionTimestamp != nil
 }
+
+// TestDrainIsNotHeldByWaitingJobs: a teardown (the pool in its Draining form)
+// stops idle runners even while jobs wait: no runner will be left to take them.
+func TestDrainIsNotHeldByWaitingJobs(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.scaleDownAndConfirmIdle()
+	waiting := scaling.Decision{Reserved: 1, Reservations: 1, Queued: 1}
+	if err := w.rec.Reconcile(t.Context(), w.pool.Draining(), waiting, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	if !w.podDeleting() {
+		t.Fatal("a draining pool's idle runner kept its pod because a job waits")
+	}
+}
+
+// TestSaturatedPoolIsNotHeldByWaitingJobs: jobs beyond maxReplicas wait as long
+// as the pool is saturated; the surplus above a lowered maxReplicas still goes.
+func TestSaturatedPoolIsNotHeldByWaitingJobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	t0 := e.clock.Now()
+	e.mustSweep(2, t0)
+	for _, n := range e.statefulSets() {
+		e.start(n)
+	}
+	e.clock.Step(5 * time.Minute)
+	e.mustSweep(2, t0)
+	saturated := scaling.Decision{Desired: 1, Reserved: 5, Reservations: 5, Queued: 4, Saturated: true, EffectiveTime: t0}
+	if err := e.rec.Reconcile(t.Context(), e.pool, saturated, &e.status); err != nil {
+		t.Fatal(err)
+	}
+	if marked := e.markedRunners(); len(marked) != 1 {
+		t.Fatalf("marked %v, want one runner above the saturated pool's desired count", marked)
+	}
+}

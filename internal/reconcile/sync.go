@@ -191,8 +191,11 @@ func (r *Reconciler) noteStuck(ctx context.Context, s *sweep, rn *runner, events
 // bound to a node) may go; the others stay until no job waits, which the next
 // sweep sees once the job's runner took it (in_progress). A waiting job whose
 // deliveries were lost holds scale-down for at most its reservation's lifetime.
+// A draining pool, or one asked for more than its maxReplicas (whose waiting
+// jobs are kept alive while it is saturated), is not held: there the surplus is
+// what the operator asked to go.
 func holdWhileQueued(s *sweep, regular []*runner) []*runner {
-	if s.d.Queued == 0 {
+	if !jobsWaiting(s) {
 		return regular
 	}
 	var unstarted []*runner
@@ -206,6 +209,12 @@ func holdWhileQueued(s *sweep, regular []*runner) []*runner {
 			"queued", s.d.Queued, "held", held, "desired", s.d.Desired)
 	}
 	return unstarted
+}
+
+// jobsWaiting: a job of the pool waits for a runner, and stops of started
+// runners wait for it to be taken (holdWhileQueued).
+func jobsWaiting(s *sweep) bool {
+	return s.d.Queued > 0 && !s.d.Saturated && !s.p.IsDraining()
 }
 
 // scaleDown marks the surplus for unregistration: pending runners first, then idle
