@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-github/v88/github"
@@ -113,5 +114,19 @@ func (c counted) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.m.mu.Lock()
 	c.m.stats.Calls++
 	c.m.mu.Unlock()
+	if n, ok := req.Context().Value(callCounterKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
 	return c.next.RoundTrip(req)
+}
+
+type callCounterKey struct{}
+
+// WithCallCounter returns ctx carrying n: every HTTP request sent to GitHub
+// for a call made with it — each page, 304s, installation lookups and
+// installation-token creations included — adds one to n, as to Stats.Calls.
+// One counter per unit of work (a pool's sweep) counts that work alone, while
+// Stats counts everything the identity sent.
+func WithCallCounter(ctx context.Context, n *atomic.Int64) context.Context {
+	return context.WithValue(ctx, callCounterKey{}, n)
 }

@@ -1,6 +1,7 @@
 package githubapi_test
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,5 +60,34 @@ func TestCallsCountEveryRequest(t *testing.T) {
 	}
 	if sent, counted := f.Requests()-before, app.Stats().Calls; sent != 2 || counted != 2 {
 		t.Errorf("App client: %d requests, %d counted; want 2 and 2", sent, counted)
+	}
+}
+
+// TestCallCounterCountsItsOwnWork: a counter in the context counts every
+// request sent for calls made with it — lookup and installation token included
+// — and none of another context's.
+func TestCallCounterCountsItsOwnWork(t *testing.T) {
+	t.Parallel()
+	f := newFront(t)
+	r, err := githubapi.NewRouter(githubapi.Config{BaseURL: f.url, Clock: f.clock, Auth: appAuth(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine, other atomic.Int64
+	before := f.Requests()
+	if _, err := r.Runners(githubapi.WithCallCounter(t.Context(), &mine), orgA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RegistrationToken(githubapi.WithCallCounter(t.Context(), &other), orgA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Runners(t.Context(), orgA); err != nil { // counted by no counter
+		t.Fatal(err)
+	}
+	if sent := f.Requests() - before; sent != 5 {
+		t.Fatalf("%d requests, want 5 (lookup, installation token, list, registration token, list)", sent)
+	}
+	if mine.Load() != 3 || other.Load() != 1 {
+		t.Fatalf("counters: mine %d (want 3: lookup, installation token, list), other %d (want 1)", mine.Load(), other.Load())
 	}
 }

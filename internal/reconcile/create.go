@@ -145,7 +145,6 @@ func (r *Reconciler) credentials(ctx context.Context, s *sweep, name string) (ru
 	p := s.p
 	if !p.IsEphemeral() {
 		tok, err := r.gh.RegistrationToken(ctx, p.Scope())
-		s.gh.count()
 		if err != nil {
 			return runnerpod.Credentials{}, fmt.Errorf("registration token for runner %s: %w", name, err)
 		}
@@ -156,7 +155,6 @@ func (r *Reconciler) credentials(ctx context.Context, s *sweep, name string) (ru
 		return runnerpod.Credentials{}, fmt.Errorf("runner group of pool %s: %w", p.Name, err)
 	}
 	jit, err := r.gh.JITConfig(ctx, p.Scope(), runnerpod.PodName(name), p.AllLabels(), group)
-	s.gh.count()
 	if err != nil && mayHaveRegistered(err) {
 		err = fmt.Errorf("%w: %w", errMaybeRegistered, err)
 	}

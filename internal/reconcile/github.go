@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
@@ -18,14 +19,21 @@ type GitHub interface {
 }
 
 // github is one pool sweep's view of GitHub: the scope's runner list is fetched at
-// most once (and only when needed), and calls are counted for the metrics.
+// most once (and only when needed), and the requests sent for the sweep are
+// counted for the metrics (see counting).
 type github struct {
-	api   GitHub
-	mu    sync.Mutex
-	list  []githubapi.Runner
-	err   error
-	done  bool
-	calls int
+	api      GitHub
+	mu       sync.Mutex
+	list     []githubapi.Runner
+	err      error
+	done     bool
+	requests atomic.Int64
+}
+
+// counting returns ctx counting in g every request sent to GitHub with it:
+// each page, installation lookup and installation-token creation included.
+func (g *github) counting(ctx context.Context) context.Context {
+	return githubapi.WithCallCounter(ctx, &g.requests)
 }
 
 func (g *github) runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error) {
@@ -34,7 +42,6 @@ func (g *github) runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner
 	if !g.done {
 		g.list, g.err = g.api.Runners(ctx, s)
 		g.done = true
-		g.calls++
 	}
 	return g.list, g.err
 }
@@ -82,18 +89,8 @@ func (g *github) cached(id int64) (githubapi.Runner, bool, error) {
 }
 
 func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {
-	g.count()
 	return g.api.RemoveRunner(ctx, s, id)
 }
 
-func (g *github) count() {
-	g.mu.Lock()
-	g.calls++
-	g.mu.Unlock()
-}
-
-func (g *github) callCount() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.calls
-}
+// callCount is the number of requests sent to GitHub for the sweep.
+func (g *github) callCount() int { return int(g.requests.Load()) }

@@ -76,3 +76,41 @@ func TestPoolMetricsAtLogLevelError(t *testing.T) {
 		t.Errorf("GitHubRateRemaining %v, want %d", second.GitHubRateRemaining, want)
 	}
 }
+
+// TestGitHubCallsCountEveryRequest: a pool's GitHubCalls metric counts every
+// request its sweep sent to GitHub — the installation token the first call
+// needs included — as GitHub counted them.
+func TestGitHubCallsCountEveryRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
+		t.Fatal(err)
+	}
+	sent := func() int {
+		n := 0
+		for _, c := range e.sim.Calls() {
+			n += c
+		}
+		return n
+	}
+	before := sent()
+	if err := e.sweep(2, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	var rec struct{ GitHubCalls float64 }
+	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &rec); err != nil {
+		t.Fatalf("metric record %q: %v", out.Bytes(), err)
+	}
+	if got, want := int(rec.GitHubCalls), sent()-before; got != want || want < 2 {
+		t.Fatalf("GitHubCalls %d, GitHub got %d requests (want at least the installation token and a registration token)", got, want)
+	}
+}

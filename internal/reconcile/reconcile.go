@@ -184,6 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	start := r.clock.Now()
 	s := &sweep{p: p, d: d, st: st, now: start, gh: &github{api: r.gh}, log: r.log.With("pool", p.Name),
 		template: r.templates[p.Name], vetoed: map[string]int{}}
+	ctx = s.gh.counting(ctx)
 	var err error
 	if s.runners, s.orphans, err = r.observe(ctx, p, s.now); err != nil {
 		return err

@@ -120,7 +120,6 @@ func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) err
 		return nil
 	}
 	tok, err := r.gh.RegistrationToken(ctx, s.p.Scope())
-	s.gh.count()
 	if err != nil {
 		return fmt.Errorf("registration token: %w", err)
 	}
