@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command against a fresh local stack and always stops the stack afterwards.
 # The command sees RUNNERSCALER_TEST_DYNAMODB / RUNNERSCALER_TEST_KUBECONFIG /
-# RUNNERSCALER_TEST_STACK_DIR (what internal/testenv reads) besides the stack's own
+# RUNNERSCALER_TEST_STACK_DIR (what local/testenv reads) besides the stack's own
 # env (DYNAMODB_ENDPOINT, ...).
 #
 # usage: local/with-stack.sh CMD [ARGS...]

@@ -20,9 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // BenchmarkQueuedToStatefulSet measures, on the closed loop, the time from a job

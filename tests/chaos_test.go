@@ -19,9 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestChaos runs a job stream (jobs of 1–3 s, one a second, on runners that are

@@ -23,10 +23,10 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/runnerimage"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // maliciousStep is a job step that tries what a hostile pull request would to

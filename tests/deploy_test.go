@@ -30,9 +30,9 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // deployment is one runnerscaler deployment on the local stack: a table, a

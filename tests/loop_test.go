@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // The end-to-end tests run the closed loop (local/loop) with runners as real pods

@@ -12,9 +12,9 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/loop"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestStatusTracesLoopJobsToTheirRunners: in the closed loop (the simulator's

@@ -12,7 +12,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/table"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -13,7 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/lease"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // answer is how the renewals view answers one renewal.

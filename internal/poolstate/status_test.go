@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -25,9 +25,9 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 const benchPools, benchRunners = 50, 10

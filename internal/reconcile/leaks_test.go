@@ -24,8 +24,8 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestDeletionCannotRecreateThePod (issue 12, item 5): a busy runner's pod is

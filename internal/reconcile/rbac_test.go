@@ -13,7 +13,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestSweeperRBACIsEnough applies the Role and RoleBinding of infra/rbac.yaml to a

@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // capacityMeter asks DynamoDB for the capacity each read consumes and adds it up.

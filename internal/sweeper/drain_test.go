@@ -17,7 +17,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // decisions records each pool's last decision and the pool as swept.

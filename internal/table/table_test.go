@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/table"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

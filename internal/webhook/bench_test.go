@@ -15,8 +15,8 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 const benchDeliveries = 10_000

@@ -31,8 +31,8 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -15,8 +15,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/runnerscaler/runnerscaler/internal/testenv"
 	"github.com/runnerscaler/runnerscaler/local/stack"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestRestartKubelet restarts the node's kubelet under a running pod: a new
