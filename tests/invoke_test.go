@@ -22,6 +22,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/invoke"
@@ -105,7 +107,8 @@ func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 // TestSweeperBootstrapUnderEmulator: the scheduled event file makes the real
 // sweeper bootstrap create a runner's StatefulSet on the local kube-apiserver,
 // with the App's installation looked up from the pool's organization (no
-// installation id configured); drain events then remove it.
+// installation id configured); a drain event through the nudge alias is
+// refused; drain events through the drain alias then remove the runner.
 func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	t.Parallel()
 	db, tableName := testenv.Table(t)
@@ -129,9 +132,13 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := start(t, build(t, "sweeper"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools,
-		"KUBECONFIG="+testenv.Kubeconfig(t), "GITHUB_URL="+srv.URL+"/", "GITHUB_APP_ID=3",
-		"GITHUB_APP_PRIVATE_KEY="+string(keyPEM)))
+	bootstrap := build(t, "sweeper")
+	via := func(alias string) *invoke.Emulator {
+		return start(t, bootstrap, localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools,
+			"KUBECONFIG="+testenv.Kubeconfig(t), "GITHUB_URL="+srv.URL+"/", "GITHUB_APP_ID=3",
+			"GITHUB_APP_PRIVATE_KEY="+string(keyPEM), invoke.FunctionNameEnv+"=runnerscaler-sweeper:"+alias))
+	}
+	e := via(sweepevent.NudgeAlias)
 	event, err := os.ReadFile("../local/events/sweeper-scheduled.json")
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +162,11 @@ func TestSweeperBootstrapUnderEmulator(t *testing.T) {
 	if n := sim.RateRemaining(41); n == 5000 {
 		t.Fatal("the organization's installation (41) made no call")
 	}
+	out, _ = e.Invoke(t.Context(), []byte(`{"drain":"start"}`))
+	if !strings.Contains(string(out), sweeper.ErrNotDrainEntry.Error()) {
+		t.Fatalf("a drain through the nudge alias answered %s, want a refusal\n%s", out, e.Logs())
+	}
+	e = via(sweepevent.DrainAlias)
 	drained := false
 	for i := 0; i < 50 && !drained; i++ {
 		out, err = e.Invoke(t.Context(), []byte(`{"drain":"start"}`))

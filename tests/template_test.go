@@ -161,7 +161,7 @@ func TestFunctions(t *testing.T) {
 		t.Fatalf("Globals.Function runtime/handler = %v/%v, want provided.al2023/bootstrap", g["Runtime"], g["Handler"])
 	}
 	for name, env := range map[string][]string{
-		"WebhookFunction": {"TABLE_NAME=REF:Table", "WEBHOOK_SECRET_ARN=REF:WebhookSecret", "SWEEPER_FUNCTION_NAME=REF:SweeperFunction", "POOLS_CONFIG=" + poolsPath},
+		"WebhookFunction": {"TABLE_NAME=REF:Table", "WEBHOOK_SECRET_ARN=REF:WebhookSecret", "SWEEPER_FUNCTION_NAME=REF:SweeperNudgeAlias", "POOLS_CONFIG=" + poolsPath},
 		"SweeperFunction": {"TABLE_NAME=REF:Table", "GITHUB_APP_PRIVATE_KEY_ARN=REF:GitHubAppPrivateKey", "EKS_CLUSTER_NAME=REF:ClusterName", "POOLS_CONFIG=" + poolsPath,
 			"EKS_ENDPOINT=REF:EksEndpoint", "EKS_CA=REF:EksCertificateAuthority", "GITHUB_APP_INSTALLATION_ID=REF:GitHubAppInstallationId",
 			"GITHUB_TOKEN_ARN=IF:WithEnterpriseToken.REF:GitHubEnterpriseToken."},
@@ -283,7 +283,7 @@ func TestIAMIsScoped(t *testing.T) {
 	tmpl := openTemplate(t)
 	want := map[string]map[string]string{
 		"WebhookFunction": {"dynamodb:UpdateItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
-			"lambda:InvokeFunction": "GETATT:SweeperFunction.Arn"},
+			"lambda:InvokeFunction": "REF:SweeperNudgeAlias"},
 		"SweeperFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn", "dynamodb:UpdateItem": "GETATT:Table.Arn",
 			"dynamodb:Query":                "[GETATT:Table.Arn SUB:${Table.Arn}/index/" + table.ActiveIndex + "]",
 			"secretsmanager:GetSecretValue": "[REF:GitHubAppPrivateKey IF:WithEnterpriseToken.REF:GitHubEnterpriseToken.REF:AWS::NoValue]",

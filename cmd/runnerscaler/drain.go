@@ -24,10 +24,11 @@ func drain(ctx context.Context, args []string) error {
 		fmt.Fprintln(fs.Output(), "usage: runnerscaler drain -function <sweeper function name or ARN> [flags]\n\n"+
 			"Stops every runner gracefully (busy ones after their job), unregisters them from GitHub and\n"+
 			"deletes them, through the deployed sweeper, until nothing is left; then run `sam delete`.\n"+
-			"From the first round on, the pools stay at zero until `-cancel`.")
+			"From the first round on, the pools stay at zero until `-cancel`. It invokes the sweeper's\n"+
+			"drain alias (<function>:drain): it needs lambda:InvokeFunction on that alias's ARN.")
 		fs.PrintDefaults()
 	}
-	function := fs.String("function", "", "the sweeper function (stack output SweeperFunctionName)")
+	function := fs.String("function", "", "the sweeper function (stack output SweeperFunctionName or SweeperDrainAliasArn)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (busy runners finish their jobs first)")
 	interval := fs.Duration("interval", 15*time.Second, "time between two drain sweeps")
 	cancel := fs.Bool("cancel", false, "end a drain: the pools scale as configured again")
@@ -40,11 +41,15 @@ func drain(ctx context.Context, args []string) error {
 		fs.Usage()
 		return errors.New("-function is required, and no arguments")
 	}
+	entry, err := teardown.DrainEntry(*function)
+	if err != nil {
+		return err
+	}
 	cfg, err := awsconf.Load(ctx)
 	if err != nil {
 		return err
 	}
-	d := teardown.New(lambdaInvoker{api: awslambda.NewFromConfig(cfg), function: *function}, clock.RealClock{}, os.Stdout)
+	d := teardown.New(lambdaInvoker{api: awslambda.NewFromConfig(cfg), function: entry}, clock.RealClock{}, os.Stdout)
 	d.Interval = *interval
 	if *cancel {
 		return d.Cancel(ctx)
@@ -54,7 +59,7 @@ func drain(ctx context.Context, args []string) error {
 	return d.Drain(ctx)
 }
 
-// lambdaInvoker invokes the sweeper synchronously.
+// lambdaInvoker invokes the sweeper synchronously (function: its drain alias).
 type lambdaInvoker struct {
 	api      *awslambda.Client
 	function string

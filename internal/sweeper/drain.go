@@ -2,13 +2,48 @@ package sweeper
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
+
+// ErrNotDrainEntry: a drain command reached the sweeper in Lambda through another
+// entry than its drain alias (sweepevent.DrainAlias). Nothing was changed.
+var ErrNotDrainEntry = errors.New("a drain command is served only through the sweeper's " +
+	sweepevent.DrainAlias + " alias")
+
+// drainEntry accepts a drain command only when Lambda invoked the sweeper through
+// its drain alias, which the webhook's role may not invoke: a compromised
+// webhook cannot start (or cancel) a teardown. In Lambda every invocation's
+// context carries the ARN it was invoked by; a context without one is an
+// in-process call (tests, the local loop), which has no entry to check.
+func drainEntry(ctx context.Context) error {
+	lc, ok := lambdacontext.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	if qualifier(lc.InvokedFunctionArn) != sweepevent.DrainAlias {
+		return fmt.Errorf("%w; invoked as %q", ErrNotDrainEntry, lc.InvokedFunctionArn)
+	}
+	return nil
+}
+
+// qualifier is the alias or version of a function ARN
+// (arn:PARTITION:lambda:REGION:ACCOUNT:function:NAME:QUALIFIER), "" when it has none.
+func qualifier(arn string) string {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 8 || parts[5] != "function" {
+		return ""
+	}
+	return parts[7]
+}
 
 // RemovedPools finds runners that no configured pool owns (reconcile.Reconciler).
 type RemovedPools interface {

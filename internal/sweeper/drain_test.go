@@ -2,11 +2,13 @@ package sweeper_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/drain"
@@ -125,5 +127,46 @@ func TestDrainRefusesUnknownActions(t *testing.T) {
 	}
 	if on, err := mark.Draining(t.Context()); err != nil || on {
 		t.Fatalf("an unknown action set the mark (%v, %v)", on, err)
+	}
+}
+
+// TestDrainOnlyThroughTheDrainAlias: in Lambda, a drain command is served only
+// when the sweeper was invoked through its drain alias. Through the nudge alias
+// (all the webhook may invoke), the unqualified function or a version, start
+// and cancel are refused and leave the drain mark as it was.
+func TestDrainOnlyThroughTheDrainAlias(t *testing.T) {
+	t.Parallel()
+	s, rec, _, mark := newDrainEnv(t)
+	const fn = "arn:aws:lambda:eu-west-1:123456789012:function:stack-sweeper"
+	via := func(arn string) context.Context {
+		return lambdacontext.NewContext(t.Context(), &lambdacontext.LambdaContext{AwsRequestID: "r", InvokedFunctionArn: arn})
+	}
+	for _, arn := range []string{fn + ":" + sweepevent.NudgeAlias, fn, fn + ":$LATEST", fn + ":7", ""} {
+		_, err := s.Handle(via(arn), sweeper.Event{Drain: sweepevent.DrainStart})
+		if !errors.Is(err, sweeper.ErrNotDrainEntry) {
+			t.Fatalf("drain start invoked as %q: error %v, want ErrNotDrainEntry", arn, err)
+		}
+		if on, err := mark.Draining(t.Context()); err != nil || on {
+			t.Fatalf("drain start invoked as %q set the mark (%v, %v)", arn, on, err)
+		}
+	}
+	if len(rec.d) != 0 {
+		t.Fatalf("refused drains swept pools: %v", rec.d)
+	}
+	r, err := s.Handle(via(fn+":"+sweepevent.DrainAlias), sweeper.Event{Drain: sweepevent.DrainStart})
+	if err != nil || !r.Draining {
+		t.Fatalf("drain start through the drain alias: %+v, %v", r, err)
+	}
+	if _, err := s.Handle(via(fn+":"+sweepevent.NudgeAlias), sweeper.Event{Drain: sweepevent.DrainCancel}); !errors.Is(err, sweeper.ErrNotDrainEntry) {
+		t.Fatalf("drain cancel through the nudge alias: error %v, want ErrNotDrainEntry", err)
+	}
+	if on, err := mark.Draining(t.Context()); err != nil || !on {
+		t.Fatalf("a refused cancel cleared the mark (%v, %v)", on, err)
+	}
+	if _, err := s.Handle(via(fn+":"+sweepevent.DrainAlias), sweeper.Event{Drain: sweepevent.DrainCancel}); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := mark.Draining(t.Context()); err != nil || on {
+		t.Fatalf("cancel through the drain alias left the mark (%v, %v)", on, err)
 	}
 }

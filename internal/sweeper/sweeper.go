@@ -166,11 +166,16 @@ type Event = sweepevent.Event
 type Report = sweepevent.Report
 
 // Handle serves one invocation. It returns an error when the event is not one it
-// knows, or when a pool could not be swept (the next sweep retries it).
+// knows, when a drain command did not come through the drain alias
+// (ErrNotDrainEntry), or when a pool could not be swept (the next sweep retries
+// it).
 func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 	holder := holderID(ctx)
 	switch {
 	case ev.Drain != "":
+		if err := drainEntry(ctx); err != nil {
+			return Report{}, fmt.Errorf("drain %q: %w", ev.Drain, err)
+		}
 		return s.drain(ctx, ev.Drain, holder)
 	case ev.Pool != "":
 		p := s.pools.Pool(ev.Pool)

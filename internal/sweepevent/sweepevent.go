@@ -33,10 +33,20 @@ type Event struct {
 // every pool, configured or removed, down to zero runners through the graceful
 // stop; its report says what is left (pools that failed or were skipped are
 // listed, not an error). Repeat it until nothing is. DrainCancel ends the
-// teardown: the pools scale as configured again.
+// teardown: the pools scale as configured again. The deployed sweeper serves
+// them only when invoked through DrainAlias.
 const (
 	DrainStart  = "start"
 	DrainCancel = "cancel"
+)
+
+// The sweeper function's Lambda aliases, its entries besides the schedule's
+// unqualified invocation. The webhook nudges through NudgeAlias, the only one
+// its role may invoke; the operator drains through DrainAlias, the only entry
+// through which the sweeper serves a drain command.
+const (
+	NudgeAlias = "nudge"
+	DrainAlias = "drain"
 )
 
 // Report summarises one invocation.

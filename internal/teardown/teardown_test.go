@@ -95,3 +95,27 @@ func TestCancelSendsCancel(t *testing.T) {
 		t.Fatalf("cancel error %v, want the invocation's", err)
 	}
 }
+
+// TestDrainEntryIsTheDrainAlias: whatever form of the function the operator
+// names, the drain invokes its drain alias, and never another qualifier.
+func TestDrainEntryIsTheDrainAlias(t *testing.T) {
+	t.Parallel()
+	const arn = "arn:aws:lambda:eu-west-1:123456789012:function:stack-sweeper"
+	for in, want := range map[string]string{
+		"stack-sweeper":                       "stack-sweeper:drain",
+		"stack-sweeper:drain":                 "stack-sweeper:drain",
+		"123456789012:function:stack-sweeper": "123456789012:function:stack-sweeper:drain",
+		arn:                                   arn + ":drain",
+		arn + ":drain":                        arn + ":drain",
+		"arn:aws-cn:lambda:cn-north-1:1:function:f": "arn:aws-cn:lambda:cn-north-1:1:function:f:drain",
+	} {
+		if got, err := teardown.DrainEntry(in); err != nil || got != want {
+			t.Errorf("DrainEntry(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"stack-sweeper:nudge", arn + ":nudge", arn + ":$LATEST", "123456789012:function:stack-sweeper:3", "a:b:c:d:e", "stack-sweeper:", ""} {
+		if got, err := teardown.DrainEntry(in); err == nil {
+			t.Errorf("DrainEntry(%q) = %q, want an error", in, got)
+		}
+	}
+}

@@ -21,6 +21,12 @@ import (
 	"time"
 )
 
+// FunctionNameEnv is the variable from which the emulator makes each invocation's
+// function ARN (arn:aws:lambda:us-east-1:012345678912:function:<value>, in the
+// function's Lambda context): NAME:ALIAS in Start's env makes every invocation
+// one through that alias.
+const FunctionNameEnv = "AWS_LAMBDA_FUNCTION_NAME"
+
 // Emulator is a running aws-lambda-rie with one bootstrap.
 type Emulator struct {
 	cmd  *exec.Cmd

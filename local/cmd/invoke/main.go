@@ -3,7 +3,9 @@
 // Runtime Interface Emulator against the local stack (started in .stack if it is
 // not running; `make stack-down` stops it), sends the event, and prints the
 // response and the init duration. The sweeper talks to an in-process GitHub
-// simulator.
+// simulator, and is invoked through the entry its event comes through when
+// deployed: a drain command through the drain alias, a nudge through the nudge
+// alias, anything else unqualified.
 package main
 
 import (
@@ -11,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"fmt"
@@ -23,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/invoke"
@@ -74,7 +78,7 @@ func run() error {
 		}
 		defer stop()
 		env = append(env, "KUBECONFIG="+s.Kubeconfig, "GITHUB_URL="+url, "GITHUB_APP_ID=1", "GITHUB_APP_INSTALLATION_ID=1",
-			"GITHUB_APP_PRIVATE_KEY="+key, "RUNNER_GITHUB_URL="+url)
+			"GITHUB_APP_PRIVATE_KEY="+key, "RUNNER_GITHUB_URL="+url, invoke.FunctionNameEnv+"="+sweeperEntry(event))
 	default:
 		return fmt.Errorf("-fn %q: want webhook or sweeper", *fn)
 	}
@@ -104,6 +108,23 @@ func run() error {
 	}
 	fmt.Println(string(out))
 	return nil
+}
+
+// sweeperEntry is the sweeper's name as the emulator should report it: qualified
+// with the alias the event comes through when deployed.
+func sweeperEntry(event []byte) string {
+	const name = "runnerscaler-sweeper"
+	var ev sweepevent.Event
+	if err := json.Unmarshal(event, &ev); err != nil {
+		return name // the sweeper refuses it either way
+	}
+	switch {
+	case ev.Drain != "":
+		return name + ":" + sweepevent.DrainAlias
+	case ev.Pool != "":
+		return name + ":" + sweepevent.NudgeAlias
+	}
+	return name
 }
 
 // prepare creates the table and the pools' namespaces (both idempotent).
