@@ -111,7 +111,7 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 // WEBHOOK_SECRET's (the local stack passes it in plain text).
 func webhookSecret(ctx context.Context, cfg webhook.Config, sm awsconf.SecretsAPI) ([]byte, error) {
 	if cfg.WebhookSecretARN == "" {
-		return []byte(cfg.WebhookSecret), nil
+		return []byte(cfg.WebhookSecret.Reveal()), nil
 	}
 	return awsconf.Secret(ctx, sm, cfg.WebhookSecretARN)
 }
