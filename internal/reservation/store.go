@@ -20,9 +20,11 @@
 // `queued` finds the later state there and changes nothing. Past that age the
 // item may be gone, and a `queued` — redelivered (GitHub redelivers for days)
 // or replayed — would bring back a reservation for a job long finished; Record
-// refuses it (TooOld) when the delivery says when the job was created. A job
-// that old is not waiting for a runner: GitHub cancels a job queued for
-// self-hosted runners after 24 hours.
+// refuses it (TooOld) when the delivery says when the job was created. GitHub
+// cancels a job that waits a day for a self-hosted runner, so a job queued
+// soon after its creation is not waiting any more at that age; a caller whose
+// job may have been held before it was queued (an environment's protection
+// rules) leaves Delivery.Created zero.
 //
 // A sweep reads what is unfinished, not the day of completed jobs kept for
 // deduplication: the same conditional write that moves a job forward sets
