@@ -5,11 +5,12 @@
 //
 // Responses (README "Webhook"): 401 for a missing or wrong signature (only an
 // HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
-// that is too large, not JSON, or a job without id or labels, 200 for ping, 202 for
-// events and jobs that reserve nothing (other events, `waiting`, no matching pool),
-// 200 once a reservation write is durable, 200 "stale" with nothing written for a
-// `queued` of a job created more than reservation.DefaultRetention ago (a late
-// redelivery or a replay: see package reservation), and 503 when DynamoDB fails
+// that is too large, not JSON, or a job without id or labels or with a created_at
+// that is not a time, 200 for ping, 202 for events and jobs that reserve nothing
+// (other events, `waiting`, no matching pool), 200 once a reservation write is
+// durable, 200 "stale" with nothing written for a `queued` of a job created more
+// than reservation.DefaultRetention ago that does not deploy to an environment (a
+// late redelivery or a replay: see package reservation), and 503 when DynamoDB fails
 // after the SDK's retries, so that GitHub records a failed delivery the user can
 // redeliver. Nothing is written before the signature is verified. The secret is
 // never logged, nor the payload whole: a delivery's log line carries its
