@@ -2,9 +2,12 @@ package tests
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -71,6 +74,9 @@ func start(t testing.TB, bootstrap string, env []string) *invoke.Emulator {
 
 // TestWebhookBootstrapUnderEmulator: the real linux bootstrap, the shipped event
 // files, the local dynalite — a signed queued delivery answers 200 and reserves.
+// The shipped queued event's job was created in 2021, too long ago to reserve
+// anything now (package reservation): it answers 200 stale, and the same event
+// with its job created now, signed again, reserves.
 func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 	t.Parallel()
 	db, tableName := testenv.Table(t)
@@ -79,18 +85,31 @@ func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := start(t, build(t, "webhook"), localEnv(t, "TABLE_NAME="+tableName, "POOLS_CONFIG="+pools, "WEBHOOK_SECRET=local-webhook-secret"))
-	for file, want := range map[string]int{"webhook-queued.json": 200, "webhook-bad-signature.json": 401} {
+	shipped := map[string][]byte{}
+	for _, file := range []string{"webhook-queued.json", "webhook-bad-signature.json"} {
 		event, err := os.ReadFile("../local/events/" + file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := e.Invoke(t.Context(), event)
+		shipped[file] = event
+	}
+	for _, c := range []struct {
+		name   string
+		event  []byte
+		status int
+		body   string
+	}{
+		{"webhook-queued.json", shipped["webhook-queued.json"], 200, "stale: job created 2021-09-13T02:21:13Z"},
+		{"webhook-bad-signature.json", shipped["webhook-bad-signature.json"], 401, "does not match"},
+		{"webhook-queued.json created now", createdNow(t, shipped["webhook-queued.json"], "local-webhook-secret"), 200, "applied"},
+	} {
+		out, err := e.Invoke(t.Context(), c.event)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var resp events.APIGatewayV2HTTPResponse
-		if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != want {
-			t.Fatalf("%s: %s (%v), want status %d\n%s", file, out, err, want, e.Logs())
+		if err := json.Unmarshal(out, &resp); err != nil || resp.StatusCode != c.status || !strings.Contains(resp.Body, c.body) {
+			t.Fatalf("%s: %s (%v), want status %d and %q\n%s", c.name, out, err, c.status, c.body, e.Logs())
 		}
 	}
 	rs, err := reservation.New(db, tableName, clock.RealClock{}).Active(t.Context(), "octo")
@@ -102,6 +121,33 @@ func TestWebhookBootstrapUnderEmulator(t *testing.T) {
 	} else {
 		t.Logf("webhook init duration under the emulator: %s", d)
 	}
+}
+
+// createdNow is a webhook event (HTTP API shape) whose workflow_job was created
+// now, signed again with secret.
+func createdNow(t *testing.T, raw []byte, secret string) []byte {
+	t.Helper()
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		t.Fatal(err)
+	}
+	var payload map[string]any
+	if err := json.Unmarshal([]byte(ev.Body), &payload); err != nil {
+		t.Fatal(err)
+	}
+	payload["workflow_job"].(map[string]any)["created_at"] = time.Now().UTC().Format(time.RFC3339)
+	body, err := json.Marshal(payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	ev.Body, ev.Headers["x-hub-signature-256"] = string(body), "sha256="+hex.EncodeToString(mac.Sum(nil))
+	out, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestSweeperBootstrapUnderEmulator: the scheduled event file makes the real

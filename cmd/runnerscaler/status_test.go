@@ -359,7 +359,8 @@ func (w *world) jitID(sts string) int64 {
 	return id
 }
 
-// payload is a GitHub fixture with the runner fields set (none: null).
+// payload is a GitHub fixture with the runner fields set (none: null), its job
+// created now (a fixture's own creation time is years old: too old to reserve).
 func payload(t *testing.T, fixture, runner string, runnerID int64) []byte {
 	t.Helper()
 	root, err := testenv.RepoRoot()
@@ -376,6 +377,7 @@ func payload(t *testing.T, fixture, runner string, runnerID int64) []byte {
 	}
 	wj := doc["workflow_job"].(map[string]any)
 	wj["runner_id"], wj["runner_name"] = nil, nil
+	wj["created_at"] = time.Now().UTC().Format(time.RFC3339)
 	if runner != "" {
 		wj["runner_id"], wj["runner_name"] = runnerID, runner
 	}

@@ -13,6 +13,19 @@
 // `in_progress` restarts the clock, and the sweeper extends reservations of jobs that
 // still wait because their pool is at maxReplicas (Extend).
 //
+// A job's item outlives its creation by at least the retention: every write
+// sets its TTL to a retention after a time no earlier than the delivery, and a
+// delivery comes after the job's creation. A job younger than the retention
+// therefore still has its item, if any delivery of it was recorded, and a late
+// `queued` finds the later state there and changes nothing. Past that age the
+// item may be gone, and a `queued` — redelivered (GitHub redelivers for days)
+// or replayed — would bring back a reservation for a job long finished; Record
+// refuses it (TooOld) when the delivery says when the job was created. GitHub
+// cancels a job that waits a day for a self-hosted runner, so a job queued
+// soon after its creation is not waiting any more at that age; a caller whose
+// job may have been held before it was queued (an environment's protection
+// rules) leaves Delivery.Created zero.
+//
 // A sweep reads what is unfinished, not the day of completed jobs kept for
 // deduplication: the same conditional write that moves a job forward sets
 // table.ActiveKey while it is queued or in progress and removes it with
@@ -75,7 +88,8 @@ func (s State) String() string {
 
 // DefaultRetention is how long an item stays after it stops mattering (completion
 // or expiration) before DynamoDB's TTL may delete it; while it exists, late or
-// redelivered deliveries of its job change nothing.
+// redelivered deliveries of its job change nothing. It is also the age past
+// which a job's `queued` is refused (TooOld).
 const DefaultRetention = 24 * time.Hour
 
 // Delivery is one workflow_job delivery routed to a pool.
@@ -94,6 +108,9 @@ type Delivery struct {
 	// and `completed` deliveries carry them (zero and empty before a runner took it).
 	RunnerID   int64
 	RunnerName string
+	// Created is when GitHub created the job (workflow_job.created_at); zero
+	// when the delivery does not tell, and then its age is not checked.
+	Created time.Time
 }
 
 // Reservation is a stored job item.
@@ -130,13 +147,23 @@ const (
 	Applied Outcome = iota + 1
 	// Stale means the job was already in this or a later state: nothing changed.
 	Stale
+	// TooOld means a `queued` delivery of a job created more than the retention
+	// ago: nothing was read or written (see the package comment).
+	TooOld
 )
 
+// String is "applied", or "stale" for both outcomes that changed nothing.
 func (o Outcome) String() string {
 	if o == Applied {
 		return "applied"
 	}
 	return "stale"
+}
+
+// tooOld reports whether a delivery in state, of a job created at created, is a
+// `queued` that comes after the job's item may be gone.
+func (s *Store) tooOld(state State, created, now time.Time) bool {
+	return state == Queued && !created.IsZero() && now.Sub(created) > s.retention
 }
 
 // API is the part of the DynamoDB client the store uses.
@@ -176,11 +203,15 @@ func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Stor
 // item in the active index (queued, in_progress) or takes it out (completed), so
 // the index follows the state under the same condition, and so do the runner
 // that took the job (when d names one) and the delivery's place in the job's
-// trail (Trail): a stale delivery changes none of them. Errors are DynamoDB
-// failures after the SDK's retries; the caller should report them so GitHub can
-// redeliver.
+// trail (Trail): a stale delivery changes none of them. A `queued` of a job
+// created more than the retention ago is TooOld, with nothing written. Errors
+// are DynamoDB failures after the SDK's retries; the caller should report them
+// so GitHub can redeliver.
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 	now := s.clock.Now()
+	if s.tooOld(d.State, d.Created, now) {
+		return TooOld, nil
+	}
 	expiration := now.Add(d.Duration)
 	ttlBase := expiration
 	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +

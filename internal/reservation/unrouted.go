@@ -26,15 +26,20 @@ type Unrouted struct {
 	State      State  `dynamodbav:"state"`
 	// FirstSeen is when its first delivery was recorded.
 	FirstSeen time.Time `dynamodbav:"-"`
+	// Created is when GitHub created the job (Delivery.Created); not stored.
+	Created time.Time `dynamodbav:"-"`
 
 	FirstSeenMillis int64 `dynamodbav:"firstSeen"`
 }
 
 // RecordUnrouted keeps u for a day (DefaultRetention), moving its state only
-// forward as Record does; a stale delivery changes nothing. Errors are DynamoDB
-// failures.
+// forward as Record does; a stale delivery changes nothing, and a `queued` that
+// Record would find TooOld is not kept. Errors are DynamoDB failures.
 func (s *Store) RecordUnrouted(ctx context.Context, u Unrouted) error {
 	now := s.clock.Now()
+	if s.tooOld(u.State, u.Created, now) {
+		return nil
+	}
 	labels, err := attributevalue.Marshal(u.Labels)
 	if err != nil {
 		return fmt.Errorf("encoding the labels of job %d: %w", u.JobID, err)

@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/secret"
 )
 
-// Config is the sweeper function's environment.
+// Config is the sweeper function's environment. Its credentials are
+// secret.Values: printing a Config, by any means, shows none of them.
 type Config struct {
 	// TableName is the DynamoDB table (TABLE_NAME).
 	TableName string
@@ -45,11 +48,13 @@ type Config struct {
 	// PrivateKeyARN names the Secrets Manager secret with the App's private key
 	// (GITHUB_APP_PRIVATE_KEY_ARN); PrivateKey is the PEM itself, for the local stack
 	// only (GITHUB_APP_PRIVATE_KEY).
-	PrivateKeyARN, PrivateKey string
+	PrivateKeyARN string
+	PrivateKey    secret.Value
 	// Token is a classic personal access token (GITHUB_TOKEN; from Secrets Manager:
 	// GITHUB_TOKEN_ARN). With an App it serves the enterprise pools only (GitHub Apps
 	// cannot manage enterprise runners); without one, every pool.
-	Token, TokenARN string
+	Token    secret.Value
+	TokenARN string
 }
 
 // ConfigFromEnv reads the configuration through getenv and validates it.
@@ -59,7 +64,8 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		Lease: 30 * time.Second, Parallelism: 4, Kubeconfig: getenv("KUBECONFIG"),
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
-		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: getenv("GITHUB_APP_PRIVATE_KEY"), Token: getenv("GITHUB_TOKEN"),
+		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: secret.Value(getenv("GITHUB_APP_PRIVATE_KEY")),
+		Token:    secret.Value(getenv("GITHUB_TOKEN")),
 		TokenARN: getenv("GITHUB_TOKEN_ARN"),
 	}
 	var errs []error

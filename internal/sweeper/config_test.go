@@ -1,6 +1,10 @@
 package sweeper_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -80,4 +84,41 @@ func TestRunnerURL(t *testing.T) {
 			t.Errorf("RunnerURL(%q) = %q, want %q", api, got, want)
 		}
 	}
+}
+
+// TestConfigPrintsNoSecret: the App's private key and the token appear in no
+// rendering of a Config — slog's JSON and text handlers, fmt's verbs, JSON.
+func TestConfigPrintsNoSecret(t *testing.T) {
+	t.Parallel()
+	const key, token = "-----BEGIN RSA PRIVATE KEY-----\nMIIEsecretkeybytes\n-----END RSA PRIVATE KEY-----", "ghp_secrettokenbytes"
+	env := map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "KUBECONFIG": "k", "GITHUB_APP_ID": "1",
+		"GITHUB_APP_PRIVATE_KEY": key, "GITHUB_TOKEN": token}
+	c, err := sweeper.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []any{c, &c} {
+		for name, out := range renderings(t, v) {
+			if strings.Contains(out, "secretkeybytes") || strings.Contains(out, "secrettokenbytes") {
+				t.Errorf("%s of a %T shows a secret: %s", name, v, out)
+			}
+			if strings.Count(out, "[REDACTED]") != 2 {
+				t.Errorf("%s of a %T does not show both secrets redacted: %s", name, v, out)
+			}
+		}
+	}
+}
+
+// renderings are v as every usual printer renders it, by printer.
+func renderings(t *testing.T, v any) map[string]string {
+	t.Helper()
+	var js, text bytes.Buffer
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("config", "config", v)
+	slog.New(slog.NewTextHandler(&text, nil)).Info("config", "config", v)
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"slog JSON": js.String(), "slog text": text.String(), "json.Marshal": string(raw),
+		"%v": fmt.Sprintf("%v", v), "%+v": fmt.Sprintf("%+v", v), "%#v": fmt.Sprintf("%#v", v), "%s": fmt.Sprintf("%s", v)}
 }

@@ -2,8 +2,11 @@
 // deployed sweeper, again and again, to drain every pool (the drain command of
 // package sweepevent) until the sweeper reports no runner object left in the
 // cluster, so that `sam delete` leaves nothing behind — no StatefulSet, pod or
-// Secret in the runner namespaces, no runner registered on GitHub. Busy runners
-// are stopped the way a scale-down stops them: after their job.
+// Secret in the runner namespaces. Busy runners are stopped the way a
+// scale-down stops them: after their job. The sweeper unregisters each runner
+// from GitHub before it deletes its objects; whether GitHub still lists runners
+// of the deployment then is asked of GitHub itself (Registrations), when the
+// drainer has credentials for it, and otherwise not claimed.
 package teardown
 
 import (
@@ -34,6 +37,9 @@ type Drainer struct {
 	out   io.Writer
 	// Interval between two drain sweeps.
 	Interval time.Duration
+	// GitHub, when set, is asked for the deployment's runners once nothing is
+	// left in the cluster; nil: GitHub is not checked, and the drain says so.
+	GitHub Leftovers
 }
 
 // New returns a drainer that prints its progress to out, one line per sweep.
@@ -45,9 +51,11 @@ func New(inv Invoker, clk clock.Clock, out io.Writer) *Drainer {
 var ErrNotDrained = errors.New("teardown: runners are still left")
 
 // Drain marks the deployment as being torn down and sweeps until nothing is
-// left, or ctx ends (ErrNotDrained, with what is left). Once it has started,
-// the pools stay drained — webhook deliveries and schedules no longer create
-// runners — until Cancel.
+// left in the cluster, or ctx ends (ErrNotDrained, with what is left); then,
+// with GitHub set, it asks GitHub, and fails with ErrLeftOnGitHub if GitHub
+// lists runners of the deployment, or with GitHub's error. Once it has
+// started, the pools stay drained — webhook deliveries and schedules no longer
+// create runners — until Cancel.
 func (d *Drainer) Drain(ctx context.Context) error {
 	for round := 1; ; round++ {
 		r, err := d.sweep(ctx, sweepevent.DrainStart)
@@ -57,8 +65,7 @@ func (d *Drainer) Drain(ctx context.Context) error {
 		case err != nil:
 			fmt.Fprintf(d.out, "round %d: %v (retrying)\n", round, err)
 		case len(r.Remaining) == 0 && len(r.Failed) == 0 && len(r.Skipped) == 0:
-			fmt.Fprintf(d.out, "round %d: drained, nothing left in the cluster or on GitHub\n", round)
-			return nil
+			return d.finish(ctx, round)
 		default:
 			fmt.Fprintf(d.out, "round %d: left %s; skipped (lease held) %v; failed %v\n", round, left(r.Remaining), r.Skipped, r.Failed)
 		}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -57,7 +57,7 @@ func benchHandler(b *testing.B) (*webhook.Handler, *reservation.Store) {
 		b.Fatal(err)
 	}
 	db, name := testenv.Table(b)
-	store := reservation.New(db, name, clock.RealClock{})
+	store := reservation.New(db, name, clocktesting.NewFakePassiveClock(fixtureTime))
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil)) // formatting cost included, as in Lambda
 	return webhook.New([]byte(secret), cfg, store, webhook.WithLogger(log)), store
 }

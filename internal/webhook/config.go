@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/runnerscaler/runnerscaler/internal/secret"
 )
 
-// Config is the webhook function's environment.
+// Config is the webhook function's environment. Its secret is a secret.Value:
+// printing a Config, by any means, does not show it.
 type Config struct {
 	// TableName is the DynamoDB table (TABLE_NAME).
 	TableName string
@@ -16,7 +19,7 @@ type Config struct {
 	// WebhookSecretARN names the Secrets Manager secret holding the webhook secret (WEBHOOK_SECRET_ARN).
 	WebhookSecretARN string
 	// WebhookSecret is the secret itself, for the local stack only (WEBHOOK_SECRET).
-	WebhookSecret string
+	WebhookSecret secret.Value
 	// DynamoDBEndpoint replaces the AWS endpoint, for the local stack (DYNAMODB_ENDPOINT).
 	DynamoDBEndpoint string
 	// SweeperFunctionName is nudged after a queued job is recorded; empty disables nudges (SWEEPER_FUNCTION_NAME).
@@ -29,7 +32,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		TableName:           getenv("TABLE_NAME"),
 		PoolsConfig:         getenv("POOLS_CONFIG"),
 		WebhookSecretARN:    getenv("WEBHOOK_SECRET_ARN"),
-		WebhookSecret:       getenv("WEBHOOK_SECRET"),
+		WebhookSecret:       secret.Value(getenv("WEBHOOK_SECRET")),
 		DynamoDBEndpoint:    getenv("DYNAMODB_ENDPOINT"),
 		SweeperFunctionName: getenv("SWEEPER_FUNCTION_NAME"),
 	}
@@ -62,16 +65,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// LogValue keeps the secret out of logs.
+// LogValue names the settings, and whether the secret is set.
 func (c Config) LogValue() slog.Value {
 	secret := "unset"
 	if c.WebhookSecret != "" {
-		secret = "[redacted]"
+		secret = c.WebhookSecret.String()
 	}
 	return slog.GroupValue(slog.String("table", c.TableName), slog.String("pools", c.PoolsConfig),
 		slog.String("secretArn", c.WebhookSecretARN), slog.String("secret", secret),
 		slog.String("dynamodbEndpoint", c.DynamoDBEndpoint), slog.String("sweeper", c.SweeperFunctionName))
 }
 
-// String is LogValue's rendering, so that %v cannot print the secret either.
+// String is LogValue's rendering.
 func (c Config) String() string { return c.LogValue().String() }

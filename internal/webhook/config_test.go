@@ -1,6 +1,9 @@
 package webhook_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -50,7 +53,28 @@ func TestConfigLogValueRedactsSecret(t *testing.T) {
 	c := webhook.Config{TableName: "t", WebhookSecret: "s3cr3t-value"}
 	var b strings.Builder
 	slog.New(slog.NewTextHandler(&b, nil)).Info("cfg", "config", c)
-	if strings.Contains(b.String(), "s3cr3t-value") || !strings.Contains(b.String(), "[redacted]") {
+	if strings.Contains(b.String(), "s3cr3t-value") || !strings.Contains(b.String(), "[REDACTED]") {
 		t.Fatalf("log %q must redact the secret", b.String())
+	}
+}
+
+// TestConfigPrintsNoSecret: no rendering of a Config — slog's JSON handler,
+// fmt's verbs, JSON — shows the webhook secret.
+func TestConfigPrintsNoSecret(t *testing.T) {
+	t.Parallel()
+	c := webhook.Config{TableName: "t", WebhookSecret: "s3cr3t-value"}
+	for _, v := range []any{c, &c} {
+		var js bytes.Buffer
+		slog.New(slog.NewJSONHandler(&js, nil)).Info("cfg", "config", v)
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, out := range map[string]string{"slog JSON": js.String(), "json.Marshal": string(raw),
+			"%v": fmt.Sprintf("%v", v), "%+v": fmt.Sprintf("%+v", v), "%#v": fmt.Sprintf("%#v", v)} {
+			if strings.Contains(out, "s3cr3t-value") || !strings.Contains(out, "[REDACTED]") {
+				t.Errorf("%s of a %T: %s; want the secret redacted", name, v, out)
+			}
+		}
 	}
 }

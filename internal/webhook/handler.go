@@ -5,12 +5,17 @@
 //
 // Responses (README "Webhook"): 401 for a missing or wrong signature (only an
 // HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
-// that is too large, not JSON, or a job without id or labels, 200 for ping, 202 for
-// events and jobs that reserve nothing (other events, `waiting`, no matching pool),
-// 200 once a reservation write is durable, and 503 when DynamoDB fails after the
-// SDK's retries, so that GitHub records a failed delivery the user can redeliver.
-// Nothing is written before the signature is verified. Neither the secret nor the
-// payload is ever logged.
+// that is too large, not JSON, or a job without id or labels or with a created_at
+// that is not a time, 200 for ping, 202 for events and jobs that reserve nothing
+// (other events, `waiting`, no matching pool), 200 once a reservation write is
+// durable, 200 "stale" with nothing written for a `queued` of a job created more
+// than reservation.DefaultRetention ago that does not deploy to an environment (a
+// late redelivery or a replay: see package reservation), and 503 when DynamoDB fails
+// after the SDK's retries, so that GitHub records a failed delivery the user can
+// redeliver. Nothing is written before the signature is verified. The secret is
+// never logged, nor the payload whole: a delivery's log line carries its
+// delivery id and event and, of a workflow_job, the action, job id, repository,
+// labels, runner name and id, pool and outcome.
 package webhook
 
 import (
@@ -22,6 +27,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/go-github/v88/github"
@@ -199,7 +205,7 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	p, why := h.pools.Route(job.route)
 	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName}
+		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created}
 	if p != nil {
 		d.Pool = p.Name
 		d.Amount, d.Duration = p.Trigger()
@@ -227,6 +233,10 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusServiceUnavailable, "storing the reservation failed; redeliver later"}, attrs
 	}
 	attrs = append(attrs, slog.String("outcome", outcome.String()))
+	if outcome == reservation.TooOld {
+		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
+			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
+	}
 	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
 		attrs = append(attrs, h.nudge(ctx, ev))
 	}
@@ -300,6 +310,9 @@ type job struct {
 	// completed; "" and 0 while queued).
 	runnerID   int64
 	runnerName string
+	// created is when GitHub created the job, in UTC; zero when the payload
+	// does not say, or when the job deploys to an environment (see parseJob).
+	created time.Time
 }
 
 // payload is the part of a workflow_job delivery the handler reads. go-github's
@@ -312,7 +325,10 @@ type payload struct {
 		Labels     []string `json:"labels"`
 		RunnerID   int64    `json:"runner_id"`
 		RunnerName string   `json:"runner_name"`
+		CreatedAt  string   `json:"created_at"`
 	} `json:"workflow_job"`
+	// Deployment is present for a job that deploys to an environment.
+	Deployment json.RawMessage `json:"deployment"`
 	Repository struct {
 		FullName string `json:"full_name"`
 		Owner    struct {
@@ -344,16 +360,41 @@ func parseJob(body []byte) (job, error) {
 	case p.Repository.FullName == "":
 		return job{}, fmt.Errorf("workflow_job %d payload has no repository.full_name", wj.ID)
 	}
+	created, err := createdAt(wj.CreatedAt, p.Deployment)
+	if err != nil {
+		return job{}, fmt.Errorf("workflow_job %d: %w", wj.ID, err)
+	}
 	org := p.Organization.Login
 	if org == "" && p.Repository.Owner.Type == "Organization" {
 		org = p.Repository.Owner.Login
 	}
 	return job{
-		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName,
+		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
 	}, nil
 }
+
+// createdAt parses workflow_job.created_at (RFC 3339; empty: zero). A job that
+// deploys to an environment gets zero too: its environment's protection rules
+// can hold it for days before it is queued, so its creation time says nothing
+// about whether a `queued` is late.
+func createdAt(raw string, deployment json.RawMessage) (time.Time, error) {
+	if raw == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return time.Time{}, errors.New("created_at is not an RFC 3339 time")
+	}
+	if len(deployment) > 0 && string(deployment) != "null" {
+		return time.Time{}, nil
+	}
+	return t.UTC(), nil
+}
+
+// hours renders a whole number of hours as "24h".
+func hours(d time.Duration) string { return strings.TrimSuffix(d.String(), "0m0s") }
 
 // jsonProblem describes a decoding error in one line without echoing the payload.
 func jsonProblem(err error) string {

@@ -27,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -111,10 +112,21 @@ func newEnv(t *testing.T) *env {
 	return newEnvWith(t, cfg, secret)
 }
 
+// fixtureTime is a minute after the queued fixture's job was created
+// (workflow_job.created_at): the store's clock in these tests, so that the
+// fixtures' jobs are as young as when GitHub sent them.
+var fixtureTime = time.Date(2021, 9, 13, 2, 22, 13, 0, time.UTC)
+
 func newEnvWith(t *testing.T, cfg *pool.Config, secret string) *env {
 	t.Helper()
+	return newEnvAt(t, cfg, secret, clocktesting.NewFakePassiveClock(fixtureTime))
+}
+
+// newEnvAt is newEnvWith with the store on clk.
+func newEnvAt(t *testing.T, cfg *pool.Config, secret string, clk clock.PassiveClock) *env {
+	t.Helper()
 	db, name := testenv.Table(t)
-	e := &env{store: reservation.New(db, name, clock.RealClock{}), nudger: &recordingNudger{}, logs: &syncBuffer{}, db: db, table: name}
+	e := &env{store: reservation.New(db, name, clk), nudger: &recordingNudger{}, logs: &syncBuffer{}, db: db, table: name}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
 	e.handler = webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithLogger(log))
 	return e
@@ -381,7 +393,7 @@ func TestDynamoDBDown(t *testing.T) {
 		RetryMaxAttempts: 2,
 	})
 	logs := &syncBuffer{}
-	h := webhook.New([]byte(secret), cfg, reservation.New(db, "t", clock.RealClock{}),
+	h := webhook.New([]byte(secret), cfg, reservation.New(db, "t", clocktesting.NewFakePassiveClock(fixtureTime)),
 		webhook.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))))
 	body := fixture(t, "workflow_job/queued.payload.json")
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)

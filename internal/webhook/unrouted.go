@@ -28,7 +28,7 @@ func (h *Handler) keepUnrouted(ctx context.Context, j job, state reservation.Sta
 		return nil
 	}
 	err := rec.RecordUnrouted(ctx, reservation.Unrouted{JobID: j.id, Repository: j.route.Repository, Labels: j.route.Labels,
-		Reason: why, DeliveryID: delivery, State: state})
+		Reason: why, DeliveryID: delivery, State: state, Created: j.created})
 	if err != nil {
 		return []slog.Attr{slog.String("unrouted", "not kept: "+err.Error())}
 	}

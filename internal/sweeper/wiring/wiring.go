@@ -170,13 +170,13 @@ func (env Env) withDefaults() Env {
 // secrets returns the App's private key and the token, from Secrets Manager when
 // their ARNs are set (the local stack passes them in plain text).
 func secrets(ctx context.Context, cfg sweeper.Config, sm awsconf.SecretsAPI) (key []byte, token string, err error) {
-	key = []byte(cfg.PrivateKey)
+	key = []byte(cfg.PrivateKey.Reveal())
 	if cfg.PrivateKeyARN != "" {
 		if key, err = awsconf.Secret(ctx, sm, cfg.PrivateKeyARN); err != nil {
 			return nil, "", err
 		}
 	}
-	token = cfg.Token
+	token = cfg.Token.Reveal()
 	if cfg.TokenARN != "" {
 		raw, err := awsconf.Secret(ctx, sm, cfg.TokenARN)
 		if err != nil {

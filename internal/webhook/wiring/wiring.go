@@ -57,6 +57,8 @@ type Env struct {
 	Log *slog.Logger
 	// Metrics receives the metric lines (the function's stdout; default: discard).
 	Metrics io.Writer
+	// Clock is the reservation store's clock (default: the real one).
+	Clock clock.PassiveClock
 }
 
 // FromEnv returns the webhook's handler. It fails, naming the variable, secret
@@ -70,6 +72,10 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 	}
 	if metricsOut == nil {
 		metricsOut = io.Discard
+	}
+	clk := env.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
 	cfg, err := webhook.ConfigFromEnv(env.Getenv)
 	if err != nil {
@@ -96,7 +102,7 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 	if cfg.SweeperFunctionName != "" {
 		opts = append(opts, webhook.WithNudger(nudge.NewLambda(c.Lambda, cfg.SweeperFunctionName)))
 	}
-	store := reservation.New(c.DynamoDB, cfg.TableName, clock.RealClock{})
+	store := reservation.New(c.DynamoDB, cfg.TableName, clk)
 	log.Info("webhook ready", "config", cfg, "pools", len(pools.Pools))
 	return webhook.New(secret, pools, store, opts...), nil
 }
@@ -105,7 +111,7 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 // WEBHOOK_SECRET's (the local stack passes it in plain text).
 func webhookSecret(ctx context.Context, cfg webhook.Config, sm awsconf.SecretsAPI) ([]byte, error) {
 	if cfg.WebhookSecretARN == "" {
-		return []byte(cfg.WebhookSecret), nil
+		return []byte(cfg.WebhookSecret.Reveal()), nil
 	}
 	return awsconf.Secret(ctx, sm, cfg.WebhookSecretARN)
 }

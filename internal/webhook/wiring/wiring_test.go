@@ -7,12 +7,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
@@ -79,9 +81,14 @@ func environ() map[string]string {
 		"WEBHOOK_SECRET_ARN": secretARN, "SWEEPER_FUNCTION_NAME": "runnerscaler-sweeper"}
 }
 
+// eventTime is a minute after the job of local/events/webhook-queued.json was
+// created: the store's clock, so that the event's queued is not too old.
+var eventTime = time.Date(2021, 9, 13, 2, 22, 13, 0, time.UTC)
+
 func build(t *testing.T, vars map[string]string, f *fakes) (*webhook.Handler, error) {
 	t.Helper()
-	return wiring.FromEnv(t.Context(), wiring.Env{Getenv: func(k string) string { return vars[k] }, Connect: f.connect})
+	return wiring.FromEnv(t.Context(), wiring.Env{Getenv: func(k string) string { return vars[k] }, Connect: f.connect,
+		Clock: clocktesting.NewFakePassiveClock(eventTime)})
 }
 
 // deliver hands the handler local/events/<file>, signed with the local secret.
@@ -173,6 +180,23 @@ func TestFromEnvWithoutNudges(t *testing.T) {
 	}
 	if len(f.lambda.invoked) != 0 {
 		t.Fatalf("nudged %v without SWEEPER_FUNCTION_NAME", f.lambda.invoked)
+	}
+}
+
+// TestFromEnvRealClockByDefault: without Env.Clock the store runs on real
+// time, by which the shipped queued event's job (created in 2021) is too old
+// to reserve anything.
+func TestFromEnvRealClockByDefault(t *testing.T) {
+	t.Parallel()
+	f, vars := newFakes(), environ()
+	h, err := wiring.FromEnv(t.Context(), wiring.Env{Getenv: func(k string) string { return vars[k] }, Connect: f.connect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := deliver(t, h, "webhook-queued.json"); resp.StatusCode != 200 || !strings.Contains(resp.Body, "stale: job created") ||
+		len(f.table.written) != 0 || len(f.lambda.invoked) != 0 {
+		t.Fatalf("queued delivery: %d %q, %d writes, nudged %v; want 200 stale and nothing done",
+			resp.StatusCode, resp.Body, len(f.table.written), f.lambda.invoked)
 	}
 }
 
