@@ -108,12 +108,16 @@ func (a *AppClient) Redeliver(ctx context.Context, id int64) error {
 //
 // GET /orgs/{org}/installation or GET /repos/{owner}/{repo}/installation.
 func (a *AppClient) installationID(ctx context.Context, s scope.Scope) (int64, error) {
+	es, err := escaped(s)
+	if err != nil {
+		return 0, fmt.Errorf("finding the GitHub App's installation: %w", err)
+	}
 	var inst *github.Installation
-	err := a.meter.call(ctx, OpFindInstallation, "finding the GitHub App's installation on "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
-		if s.Kind() == scope.Organization {
-			inst, resp, err = a.gh.Apps.GetOrganizationInstallation(ctx, s.Organization)
+	err = a.meter.call(ctx, OpFindInstallation, "finding the GitHub App's installation on "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+		if es.Kind() == scope.Organization {
+			inst, resp, err = a.gh.Apps.GetOrganizationInstallation(ctx, es.Organization)
 		} else {
-			inst, resp, err = a.gh.Apps.GetRepositoryInstallation(ctx, s.Owner(), s.Repo())
+			inst, resp, err = a.gh.Apps.GetRepositoryInstallation(ctx, es.Owner(), es.Repo())
 		}
 		return resp, err
 	})

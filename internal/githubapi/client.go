@@ -156,15 +156,19 @@ func (c *Client) RegistrationToken(ctx context.Context, s scope.Scope) (Registra
 	if ok && c.clock.Now().Add(tokenMargin).Before(cached.ExpiresAt) {
 		return cached, nil
 	}
+	es, err := escaped(s)
+	if err != nil {
+		return RegistrationToken{}, fmt.Errorf("creating registration token: %w", err)
+	}
 	var tok *github.RegistrationToken
-	err := c.meter.call(ctx, OpRegistrationToken, "creating registration token for "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
-		switch s.Kind() {
+	err = c.meter.call(ctx, OpRegistrationToken, "creating registration token for "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+		switch es.Kind() {
 		case scope.Enterprise:
-			tok, resp, err = c.gh.Enterprise.CreateRegistrationToken(ctx, s.Enterprise)
+			tok, resp, err = c.gh.Enterprise.CreateRegistrationToken(ctx, es.Enterprise)
 		case scope.Organization:
-			tok, resp, err = c.gh.Actions.CreateOrganizationRegistrationToken(ctx, s.Organization)
+			tok, resp, err = c.gh.Actions.CreateOrganizationRegistrationToken(ctx, es.Organization)
 		default:
-			tok, resp, err = c.gh.Actions.CreateRegistrationToken(ctx, s.Owner(), s.Repo())
+			tok, resp, err = c.gh.Actions.CreateRegistrationToken(ctx, es.Owner(), es.Repo())
 		}
 		return resp, err
 	})
@@ -192,16 +196,20 @@ type JITConfig struct {
 // POST /orgs/{org}/actions/runners/generate-jitconfig or
 // POST /enterprises/{enterprise}/actions/runners/generate-jitconfig.
 func (c *Client) JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (JITConfig, error) {
+	es, err := escaped(s)
+	if err != nil {
+		return JITConfig{}, fmt.Errorf("generating JIT config for runner %s: %w", name, err)
+	}
 	req := &github.GenerateJITConfigRequest{Name: name, RunnerGroupID: groupID, Labels: labels}
 	var jit *github.JITRunnerConfig
-	err := c.meter.call(ctx, OpJITConfig, "generating JIT config for runner "+name+" in "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
-		switch s.Kind() {
+	err = c.meter.call(ctx, OpJITConfig, "generating JIT config for runner "+name+" in "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
+		switch es.Kind() {
 		case scope.Enterprise:
-			jit, resp, err = c.gh.Enterprise.GenerateEnterpriseJITConfig(ctx, s.Enterprise, req)
+			jit, resp, err = c.gh.Enterprise.GenerateEnterpriseJITConfig(ctx, es.Enterprise, req)
 		case scope.Organization:
-			jit, resp, err = c.gh.Actions.GenerateOrgJITConfig(ctx, s.Organization, req)
+			jit, resp, err = c.gh.Actions.GenerateOrgJITConfig(ctx, es.Organization, req)
 		default:
-			jit, resp, err = c.gh.Actions.GenerateRepoJITConfig(ctx, s.Owner(), s.Repo(), req)
+			jit, resp, err = c.gh.Actions.GenerateRepoJITConfig(ctx, es.Owner(), es.Repo(), req)
 		}
 		return resp, err
 	})
@@ -220,14 +228,18 @@ func (c *Client) JITConfig(ctx context.Context, s scope.Scope, name string, labe
 // DELETE /orgs/{org}/actions/runners/{runner_id} or
 // DELETE /enterprises/{enterprise}/actions/runners/{runner_id}.
 func (c *Client) RemoveRunner(ctx context.Context, s scope.Scope, id int64) error {
-	err := c.meter.call(ctx, OpRemoveRunner, fmt.Sprintf("removing runner %d from %s", id, s), func(ctx context.Context) (*github.Response, error) {
-		switch s.Kind() {
+	es, err := escaped(s)
+	if err != nil {
+		return fmt.Errorf("removing runner %d: %w", id, err)
+	}
+	err = c.meter.call(ctx, OpRemoveRunner, fmt.Sprintf("removing runner %d from %s", id, s), func(ctx context.Context) (*github.Response, error) {
+		switch es.Kind() {
 		case scope.Enterprise:
-			return c.gh.Enterprise.RemoveRunner(ctx, s.Enterprise, id)
+			return c.gh.Enterprise.RemoveRunner(ctx, es.Enterprise, id)
 		case scope.Organization:
-			return c.gh.Actions.RemoveOrganizationRunner(ctx, s.Organization, id)
+			return c.gh.Actions.RemoveOrganizationRunner(ctx, es.Organization, id)
 		default:
-			return c.gh.Actions.RemoveRunner(ctx, s.Owner(), s.Repo(), id)
+			return c.gh.Actions.RemoveRunner(ctx, es.Owner(), es.Repo(), id)
 		}
 	})
 	if err == nil {
@@ -255,13 +267,17 @@ func (c *Client) RunnerGroupID(ctx context.Context, s scope.Scope, name string) 
 	if ok {
 		return id, nil
 	}
+	es, err := escaped(s)
+	if err != nil {
+		return 0, fmt.Errorf("listing runner groups: %w", err)
+	}
 	opts := &github.ListOrgRunnerGroupOptions{ListOptions: github.ListOptions{PerPage: 100}}
 	for {
 		var groups *github.RunnerGroups
 		err := c.meter.call(ctx, OpListRunnerGroups, "listing runner groups of "+s.String(), func(ctx context.Context) (resp *github.Response, err error) {
 			if s.Kind() == scope.Enterprise {
 				var eg *github.EnterpriseRunnerGroups
-				eg, resp, err = c.gh.Enterprise.ListRunnerGroups(ctx, s.Enterprise, &github.ListEnterpriseRunnerGroupOptions{ListOptions: opts.ListOptions})
+				eg, resp, err = c.gh.Enterprise.ListRunnerGroups(ctx, es.Enterprise, &github.ListEnterpriseRunnerGroupOptions{ListOptions: opts.ListOptions})
 				if eg != nil {
 					groups = &github.RunnerGroups{TotalCount: eg.GetTotalCount()}
 					for _, g := range eg.RunnerGroups {
@@ -270,7 +286,7 @@ func (c *Client) RunnerGroupID(ctx context.Context, s scope.Scope, name string) 
 				}
 				return resp, err
 			}
-			groups, resp, err = c.gh.Actions.ListOrganizationRunnerGroups(ctx, s.Organization, opts)
+			groups, resp, err = c.gh.Actions.ListOrganizationRunnerGroups(ctx, es.Organization, opts)
 			if resp != nil {
 				opts.Page = resp.NextPage
 			}

@@ -96,12 +96,16 @@ func (c *Client) Runners(ctx context.Context, s scope.Scope) ([]Runner, error) {
 }
 
 func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (CachedPage, error) {
+	es, err := escaped(s)
+	if err != nil {
+		return CachedPage{}, fmt.Errorf("listing runners: %w", err)
+	}
 	key := s.String()
 	cached, haveCached := c.cache.Page(key, page)
-	url := fmt.Sprintf("%s/actions/runners?per_page=%d&page=%d", path(s), PerPage, page)
+	url := fmt.Sprintf("%s/actions/runners?per_page=%d&page=%d", path(es), PerPage, page)
 	var list github.Runners
 	var resp *github.Response
-	err := c.meter.call(ctx, OpListRunners, fmt.Sprintf("listing runners of %s (page %d)", s, page), func(ctx context.Context) (*github.Response, error) {
+	err = c.meter.call(ctx, OpListRunners, fmt.Sprintf("listing runners of %s (page %d)", s, page), func(ctx context.Context) (*github.Response, error) {
 		req, err := c.gh.NewRequest(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return nil, err
@@ -137,16 +141,4 @@ func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (Cach
 		c.cache.StorePage(key, page, p)
 	}
 	return p, nil
-}
-
-// path is the REST path prefix of a scope.
-func path(s scope.Scope) string {
-	switch s.Kind() {
-	case scope.Enterprise:
-		return "enterprises/" + s.Enterprise
-	case scope.Organization:
-		return "orgs/" + s.Organization
-	default:
-		return "repos/" + s.Repository
-	}
 }

@@ -57,6 +57,12 @@ type Status struct {
 	Reason    string    `dynamodbav:"reason"`
 	// NextChange is when the decision may change with no new delivery (zero: none).
 	NextChange time.Time `dynamodbav:"nextChange"`
+	// Scope is the pool's scope (scope.Scope.String) from the pools file, which
+	// the reconciler records at every sweep of the pool while the pool is in the
+	// file and wants runners: once the pool is removed from the file, its runners
+	// are drained only in this scope (or in one a pool of the file has), never in
+	// one their own objects name.
+	Scope string `dynamodbav:"scope,omitempty"`
 	// Version increments on every write; a write must name the version it read.
 	Version int64 `dynamodbav:"version"`
 }

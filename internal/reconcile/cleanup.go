@@ -20,9 +20,10 @@ import (
 // Secrets. create writes a runner's Secret before anything else of it, so every
 // leftover has one. A Secret whose StatefulSet exists is adopted; one older than
 // the orphan grace is an orphan: its GitHub runner, if there is one, is removed
-// first, then the Secret. Only runners named in one of our Secrets are removed:
-// a runner of another deployment, or an ARC runner, with a similar name is not
-// this deployment's.
+// first, then the Secret. Only runners named in one of our Secrets are removed —
+// a Secret that records this deployment (ours): a runner of another deployment,
+// or an ARC runner, with a similar name is not this deployment's, and a Secret
+// that carries the pool label but not this deployment's name is left alone.
 //
 // It costs a list of Secrets, so it runs only when due (cleanupDue).
 func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
@@ -42,7 +43,7 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
 	pending := false
 	for i := range secs.Items {
 		sec := &secs.Items[i]
-		if len(sec.OwnerReferences) > 0 || sec.DeletionTimestamp != nil {
+		if len(sec.OwnerReferences) > 0 || sec.DeletionTimestamp != nil || !r.ours(sec.ObjectMeta) {
 			continue
 		}
 		done, err := r.cleanupSecret(ctx, s, sec, live[sec.Name])

@@ -62,6 +62,19 @@ func (r *Reconciler) createRunner(ctx context.Context, s *sweep) error {
 	return nil
 }
 
+// recordScope records, in the pool status, the scope in which this deployment
+// creates the pool's runners: its scope in the pools file. A pool removed from
+// the file later is drained only in a scope its deployment serves (see
+// Removed), and the runners' own annotations cannot say which scope that is: the
+// status can. Only a pool that wants runners records it: a removed pool (rebuilt
+// from annotations) is always draining, and a pool of the file is draining only
+// during a teardown, after its sweeps recorded its scope.
+func recordScope(s *sweep) {
+	if !s.p.IsDraining() {
+		s.st.Scope = s.p.Scope().String()
+	}
+}
+
 func (r *Reconciler) spec(s *sweep, name string) runnerpod.Spec {
 	return runnerpod.Spec{Pool: s.p, Template: s.template.tmpl, Hash: s.template.hash, Name: name,
 		GitHubURL: r.opts.GitHubURL, Deployment: r.opts.Deployment, Now: s.now}

@@ -19,13 +19,14 @@ import (
 )
 
 // deleteRunner deletes an unregistered runner: its StatefulSet first, then our
-// finalizer from its pod. In this order the StatefulSet controller cannot put a
-// new pod in the old one's place: while the StatefulSet exists its pod is held by
-// the finalizer (perhaps Terminating, never gone), and once the StatefulSet is
-// gone nothing recreates it. The pod, the Secret and the volume claims then go by
-// garbage collection. A pod the controller was creating anyway (the runner had
-// none when the sweep looked) is left with our finalizer and no owner:
-// finishOrphans finishes it.
+// finalizer from its pod, then its Secret. In this order the StatefulSet
+// controller cannot put a new pod in the old one's place: while the StatefulSet
+// exists its pod is held by the finalizer (perhaps Terminating, never gone), and
+// once the StatefulSet is gone nothing recreates it. The pod and the volume
+// claims then go by garbage collection; the Secret is deleted here too
+// (deleteSecret), whether or not its owner was ever set. A pod the controller
+// was creating anyway (the runner had none when the sweep looked) is left with
+// our finalizer and no owner: finishOrphans finishes it.
 func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) error {
 	policy := metav1.DeletePropagationBackground
 	err := r.kube.AppsV1().StatefulSets(rn.sts.Namespace).Delete(ctx, rn.name(), metav1.DeleteOptions{
@@ -51,6 +52,7 @@ func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) err
 	rn.phase = Terminating
 	s.deleted++
 	s.log.Info("runner deleted", "runner", rn.name())
+	r.deleteSecret(ctx, s, rn.name(), rn.sts.UID)
 	return nil
 }
 
@@ -163,7 +165,7 @@ func orphans(pods []corev1.Pod, stss []appsv1.StatefulSet) []*corev1.Pod {
 // each goes through the graceful stop like any runner (its runner id from the
 // pod's annotations — registered, or the JIT id its StatefulSet gave it — else by
 // name in the scope's list), and loses our finalizer only once GitHub released
-// its runner or it never registered.
+// its runner or it never registered; then its runner's Secret goes (deleteSecret).
 func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
 	var errs []error
 	for _, pod := range s.orphans {
@@ -196,6 +198,7 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 		}
 	}
 	s.log.Info("released a runner pod whose statefulset is gone", "pod", rn.pod.Name)
+	r.deleteSecret(ctx, s, rn.name(), "")
 	return nil
 }
 

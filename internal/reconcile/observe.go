@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -86,7 +87,9 @@ func podAnnotations(p *corev1.Pod) map[string]string {
 }
 
 // observe lists the pool's StatefulSets and pods (one call each, concurrently) and
-// classifies them.
+// classifies them. Only this deployment's objects (ours) are the pool's: a
+// StatefulSet or pod that carries the pool label but not this deployment's name
+// is not counted, stopped or deleted, and no runner id it records reaches GitHub.
 func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) ([]*runner, []*corev1.Pod, error) {
 	sel := labels.SelectorFromSet(labels.Set{runnerpod.LabelPool: p.Name}).String()
 	ns := p.Kubernetes.Namespace
@@ -105,6 +108,8 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 	if podsErr != nil {
 		return nil, nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
 	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(o corev1.Pod) bool { return !r.ours(o.ObjectMeta) })
+	stss.Items = slices.DeleteFunc(stss.Items, func(o appsv1.StatefulSet) bool { return !r.ours(o.ObjectMeta) })
 	byOwner := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]

@@ -79,13 +79,20 @@ func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inve
 	return out, nil
 }
 
-// Removed finds, in namespaces, the runners of this deployment (Options.Deployment)
-// of pools that known does not name (pools removed from the file) — never another
-// deployment's — and returns those pools in their draining form,
-// rebuilt from what their runners record (runnerpod.RemovedPool), for the
-// sweeper to stop like a scale-down to zero. A pool whose runners do not record
-// their scope is reported in the error and left alone: nothing is deleted that
-// cannot be unregistered first.
+// Removed finds, in namespaces, the runners of this deployment of pools that
+// known does not name (pools removed from the file) and returns those pools in
+// their draining form, rebuilt from what their runners record
+// (runnerpod.RemovedPool), for the sweeper to stop like a scale-down to zero.
+//
+// Only objects that record this deployment (ours) are taken: never another
+// deployment's, nor one that records none. A removed pool's scope comes from its
+// objects' annotations, which anyone who can write an object in a runner
+// namespace can write too, this deployment's name included: the caller drains a
+// returned pool only in a scope it serves (the sweeper: a scope of its pools
+// file, or the one the pool's status recorded while the pool was in the file;
+// see recordScope). A pool whose runners do not record their scope is
+// reported in the error and left alone: nothing is deleted that cannot be
+// unregistered first.
 func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error) {
 	invs, err := r.Inventory(ctx, namespaces)
 	if err != nil {
@@ -94,7 +101,11 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 	var out []*pool.Pool
 	var errs []error
 	for _, inv := range invs {
-		if known(inv.Pool) || inv.Deployment != "" && inv.Deployment != r.opts.Deployment {
+		switch {
+		case known(inv.Pool):
+			continue
+		case inv.Deployment != r.opts.Deployment:
+			errs = append(errs, legacy(inv))
 			continue
 		}
 		p, err := runnerpod.RemovedPool(inv.Pool, inv.Namespace, inv.annotations)
@@ -107,17 +118,30 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 	return out, errors.Join(errs...)
 }
 
-// Remaining counts, by pool, the runner objects left in namespaces of the pools
-// known names and of this deployment's removed pools (see Inventory).
-func (r *Reconciler) Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error) {
+// legacy reports objects that record neither their scope nor a deployment: a
+// sweeper older than these annotations made them, and it cannot be told whose
+// they are. Objects of another deployment are not reported (nil).
+func legacy(inv Inventory) error {
+	if _, ok := inv.annotations[runnerpod.AnnotationScope]; ok || inv.Deployment != "" {
+		return nil
+	}
+	return fmt.Errorf("pool %s: its runners in namespace %s record neither their scope nor their deployment "+
+		"(created by an older sweeper): put the pool back in the file to drain it", inv.Pool, inv.Namespace)
+}
+
+// Remaining counts, by pool, this deployment's runner objects left in
+// namespaces, of the pools known names and of its removed pools (see Inventory).
+// Objects that record another deployment, or none, are not counted: the sweeper
+// never deletes them, so a drain does not wait for them.
+func (r *Reconciler) Remaining(ctx context.Context, namespaces []string, _ func(string) bool) (map[string]int, error) {
 	invs, err := r.Inventory(ctx, namespaces)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
 	for _, inv := range invs {
-		if !known(inv.Pool) && inv.Deployment != r.opts.Deployment {
-			continue // another deployment's
+		if inv.Deployment != r.opts.Deployment {
+			continue // not this deployment's
 		}
 		if n := inv.Total(); n > 0 {
 			out[inv.Pool] += n

@@ -260,8 +260,10 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 // (ARC's EffectiveTime hold). The last condition is ours: a queued job is one no
 // runner has taken, so it is real demand; without it, a pool at maxReplicas with a
 // backlog starves for the whole delay each time its runners finish, because no
-// new reservation moves the effective time.
+// new reservation moves the effective time. The pool's scope is recorded in its
+// status (recordScope).
 func (r *Reconciler) grow(ctx context.Context, s *sweep) error {
+	recordScope(s)
 	missing := min(s.missing, s.p.Max()-live(s.runners))
 	if missing <= 0 {
 		if s.missing > 0 {

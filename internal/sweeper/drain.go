@@ -48,11 +48,12 @@ func qualifier(arn string) string {
 // RemovedPools finds runners that no configured pool owns (reconcile.Reconciler).
 type RemovedPools interface {
 	// Removed returns the pools that have runners in namespaces but that known
-	// does not name, in their draining form. With an error it still returns the
-	// pools it could rebuild.
+	// does not name, in their draining form, each in the scope its runners record
+	// (the sweeper drains only those it serves: served). With an error it still
+	// returns the pools it could rebuild.
 	Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error)
-	// Remaining counts the runner objects (StatefulSets, pods, Secrets) left in
-	// namespaces, by pool, of the pools known names and of this deployment's
+	// Remaining counts this deployment's runner objects (StatefulSets, pods,
+	// Secrets) left in namespaces, by pool, of the pools known names and of its
 	// removed pools; pools with none are absent.
 	Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error)
 }
@@ -109,15 +110,17 @@ func (s *Sweeper) configured() []*pool.Pool {
 
 // forSchedule is what a scheduled sweep sweeps: the configured pools (drained
 // during a teardown) and the pools removed from the file that still have runners
-// in the configured pools' namespaces (always drained). A removed pool whose
-// runners cannot be placed is logged and left alone.
+// in the configured pools' namespaces (always drained) in a scope this
+// deployment serves (served). A removed pool whose runners cannot be placed, or
+// whose scope it does not serve, is logged and left alone.
 func (s *Sweeper) forSchedule(ctx context.Context) ([]*pool.Pool, error) {
 	all, err := s.forNudge(ctx, s.configured())
 	if err != nil || s.opts.Removed == nil {
 		return all, err
 	}
 	removed, err := s.opts.Removed.Removed(ctx, namespaces(s.configured(), nil), s.known)
-	if err != nil {
+	removed, serr := s.served(ctx, removed)
+	if err = errors.Join(err, serr); err != nil {
 		s.log.ErrorContext(ctx, "runners of removed pools left alone", "error", err)
 	}
 	for _, p := range removed {

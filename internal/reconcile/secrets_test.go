@@ -1,0 +1,175 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/testenv"
+)
+
+// TestFinishedRunnersTakeTheirSecrets (#23.12): sweeps killed between a runner's
+// StatefulSet and its Secret's owner (step 4 of create) leave two runners whose
+// Secrets have no owner, and write no status, so the last cleanup stays recent
+// and the next is an hour away. The runners run, finish, and the pool goes to
+// zero: their Secrets go with them, not at the next cleanup.
+func TestFinishedRunnersTakeTheirSecrets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.status.LastCleanup = e.clock.Now() // a cleanup just ran: the next is due in an hour
+	k := newSweepKiller(e)
+	t0 := e.clock.Now()
+	k.sweep(1, t0)
+	k.sweep(2, t0)
+	names := e.statefulSets()
+	if len(names) != 2 {
+		t.Fatalf("statefulsets %v after two killed creations, want 2", names)
+	}
+	ids := map[string]int64{}
+	for _, name := range names {
+		sec, err := e.raw.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil || len(sec.OwnerReferences) != 0 {
+			t.Fatalf("secret of %s: owners %v (error %v), want none: the sweep was killed before step 4", name, ownerNames(sec.OwnerReferences), err)
+		}
+		ids[name] = e.start(name).ID
+	}
+	e.mustSweep(2, t0)
+	for _, name := range names {
+		e.exit(name, ids[name])
+	}
+	for range 3 {
+		if len(e.statefulSets()) == 0 {
+			break
+		}
+		e.clock.Step(time.Second)
+		e.mustSweep(0, t0)
+	}
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v after the pool went to zero, want none", got)
+	}
+	if !e.status.LastCleanup.Equal(t0) {
+		t.Fatalf("last cleanup %v, want %v: the test is about the sweeps that do not clean up", e.status.LastCleanup, t0)
+	}
+	for _, name := range names {
+		waitSecretGone(t, e, name)
+		e.waitGone(name) // and its pod
+	}
+}
+
+// waitSecretGone waits for the runner's Secret to be gone (deleted, or
+// garbage-collected), and fails the test with what is left of it if it is not
+// within 20 s.
+func waitSecretGone(t *testing.T, e *env, name string) {
+	t.Helper()
+	var left corev1.Secret
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		sec, err := e.raw.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			left = *sec
+		}
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Fatalf("the secret of runner %s is still there (owners %v, annotations %v): %v", name, ownerNames(left.OwnerReferences), left.Annotations, err)
+	}
+}
+
+func ownerNames(refs []metav1.OwnerReference) []string {
+	var out []string
+	for _, r := range refs {
+		out = append(out, r.Kind+"/"+r.Name)
+	}
+	return out
+}
+
+// sweepKiller sweeps with a reconciler of its own whose sweeps die as a Lambda
+// that times out does: at the write that would make a runner's StatefulSet the
+// owner of its Secret, the sweep's context ends and the write fails. What such a
+// sweep recorded in its status is lost (the sweeper could not write it).
+type sweepKiller struct {
+	e   *env
+	rec *reconcile.Reconciler
+
+	mu   sync.Mutex
+	kill context.CancelFunc
+}
+
+func newSweepKiller(e *env) *sweepKiller {
+	e.t.Helper()
+	k := &sweepKiller{e: e}
+	cfg := testenv.RESTConfig(e.t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return killingTransport{rt: rt, k: k} })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	pools, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if k.rec, err = reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links}); err != nil {
+		e.t.Fatal(err)
+	}
+	return k
+}
+
+// sweep runs one sweep toward desired, which must be killed.
+func (k *sweepKiller) sweep(desired int, effective time.Time) {
+	k.e.t.Helper()
+	ctx, cancel := context.WithCancel(k.e.t.Context())
+	defer cancel()
+	k.mu.Lock()
+	k.kill = cancel
+	k.mu.Unlock()
+	st := k.e.status // lost with the sweep
+	err := k.rec.Reconcile(ctx, k.e.pool, scaling.Decision{Desired: desired, EffectiveTime: effective}, &st)
+	if !errors.Is(err, errKilled) {
+		k.e.t.Fatalf("sweep to %d: %v, want it killed at step 4 of a creation", desired, err)
+	}
+}
+
+var errKilled = errors.New("the sweep was killed")
+
+type killingTransport struct {
+	rt http.RoundTripper
+	k  *sweepKiller
+}
+
+func (t killingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	// The owner reference names the StatefulSet kind (in JSON and in protobuf);
+	// nothing else a Secret of ours holds does.
+	if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/secrets/") && strings.Contains(requestBody(req), "StatefulSet") {
+		t.k.mu.Lock()
+		t.k.kill()
+		t.k.mu.Unlock()
+		return nil, errKilled
+	}
+	return t.rt.RoundTrip(req)
+}
+
+func requestBody(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	rc, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return string(b)
+}
