@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -41,7 +42,7 @@ func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
 
 	ctx := t.Context()
 	known := func(name string) bool { return name != "p" } // "p" was removed from the file
-	removed, err := e.rec.Removed(ctx, []string{e.ns}, known)
+	removed, err := inventory.New(e.kube, "").Removed(ctx, []string{e.ns}, known)
 	if err != nil || len(removed) != 1 {
 		t.Fatalf("removed pools %v, error %v; want p", removed, err)
 	}
@@ -49,7 +50,7 @@ func TestRemovedPoolIsDrainedGracefully(t *testing.T) {
 	if p.Name != "p" || p.Scope().String() != "organization/acme" || !p.IsEphemeral() || !p.IsDraining() || p.Kubernetes.Namespace != e.ns {
 		t.Fatalf("rebuilt pool %+v scope %s", p, p.Scope())
 	}
-	if again, err := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return true }); err != nil || len(again) != 0 {
+	if again, err := inventory.New(e.kube, "").Removed(ctx, []string{e.ns}, func(string) bool { return true }); err != nil || len(again) != 0 {
 		t.Fatalf("a configured pool was taken for removed: %v (error %v)", again, err)
 	}
 
@@ -115,7 +116,7 @@ func TestRemovedPoolWithoutRecordIsLeftAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	removed, err := e.rec.Removed(ctx, []string{e.ns}, func(string) bool { return false })
+	removed, err := inventory.New(e.kube, "").Removed(ctx, []string{e.ns}, func(string) bool { return false })
 	if len(removed) != 0 || err == nil || !strings.Contains(err.Error(), "pool p: its runners do not record their scope") {
 		t.Fatalf("removed %v, error %v; want none and an error naming pool p", removed, err)
 	}
@@ -124,11 +125,11 @@ func TestRemovedPoolWithoutRecordIsLeftAlone(t *testing.T) {
 func waitNothingLeft(t *testing.T, e *env) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		left, err := e.rec.Remaining(ctx, []string{e.ns}, func(string) bool { return true })
+		left, err := inventory.New(e.kube, "").Remaining(ctx, []string{e.ns}, func(string) bool { return true })
 		return err == nil && len(left) == 0, err
 	})
 	if err != nil {
-		left, lerr := e.rec.Remaining(t.Context(), []string{e.ns}, func(string) bool { return true })
+		left, lerr := inventory.New(e.kube, "").Remaining(t.Context(), []string{e.ns}, func(string) bool { return true })
 		t.Fatalf("left in the namespace: %v (%v, %v)", left, err, lerr)
 	}
 }
@@ -149,25 +150,21 @@ func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-b", JobLinks: e.links})
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st poolstate.Status
 	if err := mine.Reconcile(ctx, cfg.Pool("p"), scaling.Decision{Desired: 1, EffectiveTime: e.clock.Now()}, &st); err != nil {
 		t.Fatal(err)
 	}
 	unknown := func(string) bool { return false }
-	if got, err := other.Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 0 {
+	if got, err := inventory.New(e.kube, "table-b").Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 0 {
 		t.Fatalf("another deployment took %v as removed (error %v)", got, err)
 	}
-	if left, err := other.Remaining(ctx, []string{e.ns}, unknown); err != nil || len(left) != 0 {
+	if left, err := inventory.New(e.kube, "table-b").Remaining(ctx, []string{e.ns}, unknown); err != nil || len(left) != 0 {
 		t.Fatalf("another deployment counts %v as its own (error %v)", left, err)
 	}
-	if got, err := mine.Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 1 || got[0].Name != "p" {
+	if got, err := inventory.New(e.kube, "table-a").Removed(ctx, []string{e.ns}, unknown); err != nil || len(got) != 1 || got[0].Name != "p" {
 		t.Fatalf("the deployment that made them found %v (error %v), want pool p", got, err)
 	}
-	if left, err := mine.Remaining(ctx, []string{e.ns}, unknown); err != nil || left["p"] == 0 {
+	if left, err := inventory.New(e.kube, "table-a").Remaining(ctx, []string{e.ns}, unknown); err != nil || left["p"] == 0 {
 		t.Fatalf("remaining %v (error %v), want p's objects counted", left, err)
 	}
 }
@@ -185,8 +182,9 @@ func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
 	}
 	e.mustSweep(1, time.Time{})
 	rec := e.newReconciler(user, e.gh)
+	finder := inventory.New(user, "")
 	ctx := t.Context()
-	removed, err := rec.Removed(ctx, []string{e.ns}, func(string) bool { return false })
+	removed, err := finder.Removed(ctx, []string{e.ns}, func(string) bool { return false })
 	if err != nil || len(removed) != 1 {
 		t.Fatalf("removed %v, error %v", removed, err)
 	}
@@ -195,11 +193,11 @@ func TestRBACIsEnoughToDrainARemovedPool(t *testing.T) {
 		if err := rec.Reconcile(ctx, removed[0], scaling.Decision{}, &st); err != nil {
 			t.Fatalf("draining as the sweeper: %v", err)
 		}
-		if left, err := rec.Remaining(ctx, []string{e.ns}, func(string) bool { return false }); err == nil && len(left) == 0 {
+		if left, err := finder.Remaining(ctx, []string{e.ns}, func(string) bool { return false }); err == nil && len(left) == 0 {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	inv, err := rec.Inventory(ctx, []string{e.ns})
+	inv, err := finder.List(ctx, []string{e.ns})
 	t.Fatalf("left after 50 sweeps: %+v (error %v)", inv, err)
 }

@@ -45,7 +45,7 @@ func qualifier(arn string) string {
 	return parts[7]
 }
 
-// RemovedPools finds runners that no configured pool owns (reconcile.Reconciler).
+// RemovedPools finds runners that no configured pool owns (inventory.Finder).
 type RemovedPools interface {
 	// Removed returns the pools that have runners in namespaces but that known
 	// does not name, in their draining form, each in the scope its runners record

@@ -6,6 +6,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
@@ -22,7 +23,7 @@ var (
 	_ sweeper.StatusStore   = (*poolstate.Store)(nil)
 	_ sweeper.Reconciler    = (*reconcile.Reconciler)(nil)
 	_ sweeper.RunnerWatcher = (*reconcile.Reconciler)(nil)
-	_ sweeper.RemovedPools  = (*reconcile.Reconciler)(nil)
+	_ sweeper.RemovedPools  = (*inventory.Finder)(nil)
 	_ sweeper.DrainMark     = (*drain.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
 	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -142,7 +143,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := options(cfg, key, c.DynamoDB, metrics, rec, env)
+	opts, err := options(cfg, key, c.DynamoDB, metrics, inventory.New(kc, cfg.TableName), env)
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +230,11 @@ func restConfig(ctx context.Context, cfg sweeper.Config, c Clients, clk clock.Pa
 	return kube.ForEKS(cl, c.STS, clk)
 }
 
-// options are the sweeper's: its parallelism and metrics, the reconciler's
-// removed-pool finder, the teardown's drain mark and, with a GitHub App, the
+// options are the sweeper's: its parallelism and metrics, the removed-pool
+// finder, the teardown's drain mark and, with a GitHub App, the
 // recovery of lost webhook deliveries and its record.
-func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, rec *reconcile.Reconciler, env Env) (sweeper.Options, error) {
-	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: rec,
+func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, removed *inventory.Finder, env Env) (sweeper.Options, error) {
+	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: removed,
 		Drain: drain.NewMark(db, cfg.TableName)}
 	if cfg.AppID == 0 {
 		return opts, nil

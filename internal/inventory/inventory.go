@@ -1,4 +1,9 @@
-package reconcile
+// Package inventory finds a deployment's runner objects across its runner
+// namespaces, whatever pool made them: what is left of each pool (for the
+// teardown's drain and status), and the pools removed from the pools file
+// whose runners remain, rebuilt for the sweeper to drain. Per-pool
+// reconciliation is package reconcile's.
+package inventory
 
 import (
 	"context"
@@ -7,14 +12,27 @@ import (
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
-// Inventory is what is left of one pool's runners in a namespace: StatefulSets,
+// Finder looks for one deployment's runner objects.
+type Finder struct {
+	kube       kubernetes.Interface
+	deployment string
+}
+
+// New returns the finder of deployment's runner objects: those that record it
+// (runnerpod.AnnotationDeployment; the sweeper's deployment is its table name).
+func New(kube kubernetes.Interface, deployment string) *Finder {
+	return &Finder{kube: kube, deployment: deployment}
+}
+
+// Pool is what is left of one pool's runners in a namespace: StatefulSets,
 // pods and Secrets that carry its pool label.
-type Inventory struct {
+type Pool struct {
 	Pool      string `json:"pool"`
 	Namespace string `json:"namespace"`
 	// Deployment is the deployment recorded on the objects ("" when none is).
@@ -27,17 +45,17 @@ type Inventory struct {
 }
 
 // Total counts every object left.
-func (i Inventory) Total() int { return i.StatefulSets + i.Pods + i.Secrets }
+func (i Pool) Total() int { return i.StatefulSets + i.Pods + i.Secrets }
 
-// Inventory lists, in each namespace, the runner objects of every pool and
+// List lists, in each namespace, the runner objects of every pool and
 // deployment (three list calls per namespace), sorted by pool.
-func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inventory, error) {
-	byPool := map[[3]string]*Inventory{}
-	add := func(ns string, meta metav1.ObjectMeta, count func(*Inventory)) {
+func (f *Finder) List(ctx context.Context, namespaces []string) ([]Pool, error) {
+	byPool := map[[3]string]*Pool{}
+	add := func(ns string, meta metav1.ObjectMeta, count func(*Pool)) {
 		name, dep := meta.Labels[runnerpod.LabelPool], meta.Annotations[runnerpod.AnnotationDeployment]
 		inv := byPool[[3]string{ns, name, dep}]
 		if inv == nil {
-			inv = &Inventory{Pool: name, Namespace: ns, Deployment: dep}
+			inv = &Pool{Pool: name, Namespace: ns, Deployment: dep}
 			byPool[[3]string{ns, name, dep}] = inv
 		}
 		if _, ok := meta.Annotations[runnerpod.AnnotationScope]; ok || inv.annotations == nil {
@@ -47,29 +65,29 @@ func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inve
 	}
 	opts := metav1.ListOptions{LabelSelector: runnerpod.LabelPool}
 	for _, ns := range namespaces {
-		stss, err := r.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
+		stss, err := f.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner statefulsets in %s: %w", ns, err)
 		}
 		for _, o := range stss.Items {
-			add(ns, o.ObjectMeta, func(i *Inventory) { i.StatefulSets++ })
+			add(ns, o.ObjectMeta, func(i *Pool) { i.StatefulSets++ })
 		}
-		pods, err := r.kube.CoreV1().Pods(ns).List(ctx, opts)
+		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner pods in %s: %w", ns, err)
 		}
 		for _, o := range pods.Items {
-			add(ns, o.ObjectMeta, func(i *Inventory) { i.Pods++ })
+			add(ns, o.ObjectMeta, func(i *Pool) { i.Pods++ })
 		}
-		secs, err := r.kube.CoreV1().Secrets(ns).List(ctx, opts)
+		secs, err := f.kube.CoreV1().Secrets(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner secrets in %s: %w", ns, err)
 		}
 		for _, o := range secs.Items {
-			add(ns, o.ObjectMeta, func(i *Inventory) { i.Secrets++ })
+			add(ns, o.ObjectMeta, func(i *Pool) { i.Secrets++ })
 		}
 	}
-	out := make([]Inventory, 0, len(byPool))
+	out := make([]Pool, 0, len(byPool))
 	for _, inv := range byPool {
 		out = append(out, *inv)
 	}
@@ -90,11 +108,11 @@ func (r *Reconciler) Inventory(ctx context.Context, namespaces []string) ([]Inve
 // namespace can write too, this deployment's name included: the caller drains a
 // returned pool only in a scope it serves (the sweeper: a scope of its pools
 // file, or the one the pool's status recorded while the pool was in the file;
-// see recordScope). A pool whose runners do not record their scope is
+// reconcile's recordScope). A pool whose runners do not record their scope is
 // reported in the error and left alone: nothing is deleted that cannot be
 // unregistered first.
-func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error) {
-	invs, err := r.Inventory(ctx, namespaces)
+func (f *Finder) Removed(ctx context.Context, namespaces []string, known func(string) bool) ([]*pool.Pool, error) {
+	invs, err := f.List(ctx, namespaces)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +122,7 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 		switch {
 		case known(inv.Pool):
 			continue
-		case inv.Deployment != r.opts.Deployment:
+		case inv.Deployment != f.deployment:
 			errs = append(errs, legacy(inv))
 			continue
 		}
@@ -121,7 +139,7 @@ func (r *Reconciler) Removed(ctx context.Context, namespaces []string, known fun
 // legacy reports objects that record neither their scope nor a deployment: a
 // sweeper older than these annotations made them, and it cannot be told whose
 // they are. Objects of another deployment are not reported (nil).
-func legacy(inv Inventory) error {
+func legacy(inv Pool) error {
 	if _, ok := inv.annotations[runnerpod.AnnotationScope]; ok || inv.Deployment != "" {
 		return nil
 	}
@@ -130,17 +148,17 @@ func legacy(inv Inventory) error {
 }
 
 // Remaining counts, by pool, this deployment's runner objects left in
-// namespaces, of the pools known names and of its removed pools (see Inventory).
+// namespaces, of the pools known names and of its removed pools (see List).
 // Objects that record another deployment, or none, are not counted: the sweeper
 // never deletes them, so a drain does not wait for them.
-func (r *Reconciler) Remaining(ctx context.Context, namespaces []string, _ func(string) bool) (map[string]int, error) {
-	invs, err := r.Inventory(ctx, namespaces)
+func (f *Finder) Remaining(ctx context.Context, namespaces []string, _ func(string) bool) (map[string]int, error) {
+	invs, err := f.List(ctx, namespaces)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]int{}
 	for _, inv := range invs {
-		if inv.Deployment != r.opts.Deployment {
+		if inv.Deployment != f.deployment {
 			continue // not this deployment's
 		}
 		if n := inv.Total(); n > 0 {
