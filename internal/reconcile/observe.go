@@ -191,17 +191,7 @@ func finished(pod *corev1.Pod, ephemeral bool) bool {
 	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }
 
-func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
-	if pod == nil {
-		return nil
-	}
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == runnerpod.ContainerName {
-			return &pod.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
-}
+func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus { return runnerpod.RunnerStatus(pod) }
 
 // everRan reports whether the pod may have started its runner: once it is bound
 // to a node, the kubelet may be starting the container before its status says so.

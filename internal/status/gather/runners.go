@@ -64,7 +64,7 @@ func describe(sts *appsv1.StatefulSet, pod *corev1.Pod) status.Runner {
 	rn := status.Runner{Name: runnerpod.PodName(sts.Name), StatefulSet: sts.Name, Created: created(sts),
 		GitHubID: runnerID(sts, pod)}
 	_, marked := sts.Annotations[runnerpod.AnnotationUnregistrationRequest]
-	cs := runnerContainer(pod)
+	cs := runnerpod.RunnerStatus(pod)
 	switch {
 	case pod != nil && pod.DeletionTimestamp != nil:
 		rn.Phase = status.PhaseTerminating
@@ -125,18 +125,6 @@ func (g *Gatherer) controllerWarning(ctx context.Context, sts *appsv1.StatefulSe
 		return ""
 	}
 	return join(newest.Reason, newest.Message)
-}
-
-func runnerContainer(pod *corev1.Pod) *corev1.ContainerStatus {
-	if pod == nil {
-		return nil
-	}
-	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == runnerpod.ContainerName {
-			return &pod.Status.ContainerStatuses[i]
-		}
-	}
-	return nil
 }
 
 // runnerID is the GitHub runner id: recorded on the pod at registration, or on
