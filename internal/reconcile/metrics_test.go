@@ -28,18 +28,7 @@ type poolRecord struct {
 func TestPoolMetricsAtLogLevelError(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false) // token mode: its registration is looked up as soon as it runs
-	var out bytes.Buffer
-	metrics, err := emf.NewWriter(&out, "ERROR")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
-		t.Fatal(err)
-	}
+	out := e.writeMetrics("ERROR")
 	e.mustSweep(1, time.Time{})
 	name := e.statefulSets()[0]
 	e.clock.Step(40 * time.Second)
@@ -83,18 +72,7 @@ func TestPoolMetricsAtLogLevelError(t *testing.T) {
 func TestGitHubCallsCountEveryRequest(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
-	var out bytes.Buffer
-	metrics, err := emf.NewWriter(&out, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
-		t.Fatal(err)
-	}
+	out := e.writeMetrics("")
 	sent := func() int {
 		n := 0
 		for _, c := range e.sim.Calls() {
@@ -113,4 +91,23 @@ func TestGitHubCallsCountEveryRequest(t *testing.T) {
 	if got, want := int(rec.GitHubCalls), sent()-before; got != want || want < 2 {
 		t.Fatalf("GitHubCalls %d, GitHub got %d requests (want at least the installation token and a registration token)", got, want)
 	}
+}
+
+// writeMetrics gives the env a persistent pool's reconciler that writes its
+// metric records, at the function's log level, to the buffer returned.
+func (e *env) writeMetrics(level string) *bytes.Buffer {
+	e.t.Helper()
+	out := &bytes.Buffer{}
+	metrics, err := emf.NewWriter(out, level)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
 }
