@@ -144,7 +144,7 @@ func legacy(inv Pool) error {
 		return nil
 	}
 	return fmt.Errorf("pool %s: its runners in namespace %s record neither their scope nor their deployment "+
-		"(created by an older sweeper): put the pool back in the file to drain it", inv.Pool, inv.Namespace)
+		"(created by an older sweeper), so the sweeper leaves them alone: once they are idle, remove their runners on GitHub and delete them by hand (pods: remove the runnerscaler.dev/unregister finalizer)", inv.Pool, inv.Namespace)
 }
 
 // Remaining counts, by pool, this deployment's runner objects left in

@@ -105,7 +105,7 @@ func (s *stopper) drain(ctx context.Context) error {
 		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
 		return errWait
 	}
-	if jobsWaiting(s.sw) && runnerRunning(pod) {
+	if s.mayTakeWaitingJob(pod) {
 		// GitHub hands a waiting job to any idle runner: this one could take it
 		// as its listener stops, which cancels it (holdWhileQueued).
 		s.log.Info("a job of the pool waits for a runner: this idle runner stops once no job waits", "queued", s.sw.d.Queued)
@@ -128,6 +128,16 @@ func (s *stopper) drain(ctx context.Context) error {
 	}
 	s.log.Info("runner idle by every signal: its pod deleted so that its entrypoint stops the listener before GitHub is asked to remove it")
 	return errWait
+}
+
+// mayTakeWaitingJob: a job of the pool waits, and GitHub could hand it to this
+// runner, whose listener runs. A runner GitHub lists offline cannot take it,
+// nor, maybe, one replaced for an outdated template (its labels may not be the
+// job's) or for a registration that timed out: holding those could keep the
+// slot the waiting job needs.
+func (s *stopper) mayTakeWaitingJob(pod *corev1.Pod) bool {
+	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline &&
+		!s.rn.outdated(s.sw.template.hash) && s.rn.phase != TimedOut
 }
 
 // reportSettle is how long a runner container must have been running before its

@@ -117,12 +117,25 @@ func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Se
 }
 
 // secretRunnerID is the GitHub runner of an orphaned Secret: the id it recorded
-// (JIT), else the runner named after it, if GitHub lists one; 0 when none.
+// (JIT) if GitHub lists it under the runner's name, else the runner named after
+// it, if GitHub lists one; 0 when none.
 func (r *Reconciler) secretRunnerID(ctx context.Context, s *sweep, sec *corev1.Secret) (int64, error) {
+	name := runnerpod.PodName(sec.Name)
 	if id, err := strconv.ParseInt(sec.Annotations[runnerpod.AnnotationRunnerID], 10, 64); err == nil && id > 0 {
+		// The recorded id counts only if GitHub lists it under this runner's
+		// name (see ownsID): an annotation can be forged.
+		gr, found, err := s.gh.byID(ctx, s.p.Scope(), id)
+		if err != nil || !found {
+			return 0, err
+		}
+		if gr.Name != name {
+			s.log.Error("the runner id an orphaned secret records is another GitHub runner's: not removing it",
+				"secret", sec.Name, "id", id, "githubName", gr.Name)
+			return 0, nil
+		}
 		return id, nil
 	}
-	gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(sec.Name))
+	gr, found, err := s.gh.byName(ctx, s.p.Scope(), name)
 	if err != nil || !found {
 		return 0, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 )
@@ -142,5 +143,25 @@ func TestSaturatedPoolIsNotHeldByWaitingJobs(t *testing.T) {
 	}
 	if marked := e.markedRunners(); len(marked) != 1 {
 		t.Fatalf("marked %v, want one runner above the saturated pool's desired count", marked)
+	}
+}
+
+// TestOutdatedRunnerIsReplacedWhileAJobWaits: a runner replaced for an outdated
+// template is not held by a waiting job (its labels may not be the job's, and
+// holding it could keep the slot the job needs): its pod goes.
+func TestOutdatedRunnerIsReplacedWhileAJobWaits(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.setPool(false, "runner:2") // the template changed: the runner is outdated
+	waiting := scaling.Decision{Desired: 1, Reserved: 1, Reservations: 1, Queued: 1}
+	if err := w.rec.Reconcile(t.Context(), w.pool, waiting, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Step(reconcile.DefaultIdleConfirmation)
+	if err := w.rec.Reconcile(t.Context(), w.pool, waiting, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	if !w.podDeleting() {
+		t.Fatal("the outdated runner kept its pod because a job waits")
 	}
 }

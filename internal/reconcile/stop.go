@@ -171,6 +171,26 @@ func (s *stopper) findID(ctx context.Context) (outcome, error) {
 	return stepDone, nil
 }
 
+// ownsID checks, right before RemoveRunner, that GitHub lists runner s.id under
+// this runner's pod name. The id comes from an annotation, which anyone who can
+// write objects in a runner namespace can forge, this deployment's name
+// included; removing another runner by its id could lose its job (GitHub's
+// busy flag lies just after an assignment). It reports false when GitHub lists
+// no runner with the id (nothing to remove), or lists it under another name
+// (not ours: logged, never removed). It returns the runner as GitHub lists it.
+func (s *stopper) ownsID(ctx context.Context) (githubapi.Runner, bool, error) {
+	gr, found, err := s.gh.byID(ctx, s.p.Scope(), s.id)
+	if err != nil || !found {
+		return gr, false, err
+	}
+	if want := runnerpod.PodName(s.rn.name()); gr.Name != want {
+		s.log.Error("the runner id this runner's objects record is another GitHub runner's: not removing it",
+			"id", s.id, "githubName", gr.Name, "want", want)
+		return gr, false, nil
+	}
+	return gr, true, nil
+}
+
 // unregister asks GitHub to remove the runner once every busy signal says idle
 // (busy.go) and the runner's process has ended (drain); for a runner whose
 // process has ended for good only GitHub's answer counts.
@@ -192,7 +212,18 @@ func (s *stopper) unregister(ctx context.Context) (outcome, error) {
 			return endTick(err)
 		}
 	}
-	err := s.gh.remove(ctx, s.p.Scope(), s.id)
+	gr, owned, err := s.ownsID(ctx)
+	switch {
+	case err != nil:
+		s.log.Warn("cannot list runners to check whose the runner id is; retrying next sweep", "id", s.id, "error", err)
+		return stepWait, nil
+	case !owned:
+		s.released = true // nothing of ours on GitHub: the objects go without a call
+		return stepDone, nil
+	case gr.Busy:
+		return endTick(s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy")) // no DELETE
+	}
+	err = s.gh.remove(ctx, s.p.Scope(), s.id)
 	if !s.checked.IsZero() {
 		s.sw.windows = append(s.sw.windows, s.r.clock.Since(s.checked))
 	}

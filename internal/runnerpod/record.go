@@ -34,7 +34,7 @@ func RemovedPool(name, namespace string, annotations map[string]string) (*pool.P
 	raw, ok := annotations[AnnotationScope]
 	if !ok {
 		return nil, fmt.Errorf("pool %s: its runners do not record their scope (created by an older sweeper): "+
-			"put the pool back in the file to drain it", name)
+			"once they are idle, remove their runners on GitHub and delete them by hand", name)
 	}
 	s, err := scope.Parse(raw)
 	if err != nil {

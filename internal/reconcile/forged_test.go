@@ -1,0 +1,53 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// TestForgedRunnerIDRemovesNoOtherRunner: a StatefulSet forged to look like one
+// of this deployment's runners (its labels and annotations, in a scope the
+// deployment serves) but recording another runner's id makes the sweeper
+// remove nothing on GitHub: an id counts only if GitHub lists it under the
+// runner's own name.
+func TestForgedRunnerIDRemovesNoOtherRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	victimName := e.statefulSets()[0]
+	victim := e.start(victimName)
+	real, err := e.raw.AppsV1().StatefulSets(e.ns).Get(t.Context(), victimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero := int32(0)
+	forged := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: victimName + "x", Namespace: e.ns, Labels: real.Labels, Annotations: map[string]string{}},
+		Spec:       *real.Spec.DeepCopy(),
+	}
+	forged.Spec.Replicas = &zero
+	for k, v := range real.Annotations {
+		forged.Annotations[k] = v
+	}
+	// Created long ago (past the registration timeout), recording the victim's id.
+	forged.Annotations[runnerpod.AnnotationSyncTime] = e.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+	forged.Annotations[runnerpod.AnnotationRunnerID] = idString(victim.ID)
+	if _, err := e.raw.AppsV1().StatefulSets(e.ns).Create(t.Context(), forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e.clock.Step(time.Minute)
+		e.mustSweep(2, time.Time{})
+	}
+	if _, ok := e.sim.Runner(victim.ID); !ok {
+		t.Fatal("the runner whose id the forged object recorded was removed from GitHub")
+	}
+	if n := e.sim.Calls()[removeCall]; n != 0 {
+		t.Fatalf("%d RemoveRunner calls, want none", n)
+	}
+}
