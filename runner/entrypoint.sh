@@ -480,7 +480,10 @@ job_starting() {
 # GitHub, so a job cut short by an eviction is never cut short silently.
 on_term() {
 	log "received SIGTERM"
-	[[ -n $runner_pid ]] || exit 143
+	if [[ -z $runner_pid ]]; then
+		log "the runner has not started: not starting it"
+		exit 143
+	fi
 	if $job_dir_ready; then : >"$job_dir/stopping" 2>/dev/null || true; fi
 	if ! job_running && job_starting; then
 		log "WARNING: a job started as this idle runner's stop began (GitHub handed it over at that moment): letting it finish within the grace period (${grace}s since SIGTERM)"
@@ -505,6 +508,12 @@ stop_runner() {
 }
 
 main() {
+	# From the first line on: as a container's PID 1, the entrypoint would
+	# otherwise ignore a SIGTERM that comes before the runner starts (a pod
+	# evicted as it starts), start the runner anyway, and let it take a job that
+	# the end of the grace period then kills. Before the runner starts, on_term
+	# exits at once.
+	trap on_term TERM INT
 	validate
 	setup_user
 	protect_state_dir
@@ -526,7 +535,6 @@ main() {
 	fi
 	if ephemeral; then record_start; fi
 	setup_job_report
-	trap on_term TERM INT
 	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) &
 	runner_pid=$!
 	local rc=0

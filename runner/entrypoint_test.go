@@ -740,3 +740,16 @@ func TestHookScripts(t *testing.T) {
 		t.Fatalf("started hook that cannot record: %d %q, want 0 and a warning", rc, out)
 	}
 }
+
+// TestSIGTERMBeforeTheRunnerStartsStartsNoRunner: a SIGTERM while the
+// entrypoint is still preparing (here: waiting for docker) ends it with 143 and
+// the runner never starts, so it can take no job the grace period would kill.
+func TestSIGTERMBeforeTheRunnerStartsStartsNoRunner(t *testing.T) {
+	t.Parallel()
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "DOCKER_ENABLED=true", "STUB_DOCKER_FAILS=1000", "DOCKER_WAIT_TIMEOUT=60")
+	r.waitFor(t, "docker-calls", "1")
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	if rc := r.wait(t); rc != 143 || r.file("run.log") != "" || !strings.Contains(r.out.String(), "the runner has not started") {
+		t.Fatalf("exit %d, run.log %q, output %q; want exit 143 and no runner started", rc, r.file("run.log"), r.out)
+	}
+}

@@ -93,13 +93,16 @@ func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 // stops the listener at once — or, if a job did start, lets it finish within
 // the grace period and then stops the listener before it can take another
 // (runner/entrypoint.sh). RemoveRunner comes once the runner container has
-// ended. errWait until then; nil for a pod being deleted whose runner GitHub
-// lists offline or not at all (its listener is gone: a dead node, or a status
-// not updated yet).
+// ended. errWait until then; nil for a pod being deleted past its grace period
+// whose runner GitHub lists offline or not at all (its node is gone).
 func (s *stopper) drain(ctx context.Context) error {
 	pod := s.rn.pod
 	if pod.DeletionTimestamp != nil {
-		if s.offline {
+		// GitHub lists the runner offline and the pod's grace period is over:
+		// a live kubelet would have ended the container by now, so its node is
+		// gone. Before that, offline only says the listener has not connected
+		// yet: it may be starting, and connect and take a job in a moment.
+		if s.offline && !s.now.Before(pod.DeletionTimestamp.Time) {
 			return nil
 		}
 		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
