@@ -61,9 +61,9 @@ type Monitor struct {
 	restartsAfter int                  // runner containers restarted after exiting 0
 	stops         map[string]int       // runner container stops seen, by exit code and reason
 	lastStop      map[string]time.Time // runner pod name → when a runner container of it last stopped
-	// stopSeen: runner pod name → when the monitor last saw a runner container of
-	// it stop (on this machine's clock: never before the stop itself).
-	stopSeen map[string]time.Time
+	// stopSeen: runner pod name → each time the monitor saw a runner container
+	// of it stop (on this machine's clock: never before the stop itself).
+	stopSeen map[string][]time.Time
 	// handovers counts pods deleted under a job handed over less than handover
 	// (defaultHandover) before.
 	handovers int
@@ -83,7 +83,7 @@ type podLife struct {
 func newMonitor(log *slog.Logger) *Monitor {
 	return &Monitor{log: log, reported: map[string]bool{}, faults: map[string][]string{}, poolFaults: map[string]string{},
 		judged: map[int64]bool{}, pods: map[types.UID]*podLife{}, online: map[string]time.Time{}, stops: map[string]int{},
-		lastStop: map[string]time.Time{}, stopSeen: map[string]time.Time{}, handover: defaultHandover}
+		lastStop: map[string]time.Time{}, stopSeen: map[string][]time.Time{}, handover: defaultHandover}
 }
 
 // Violate records a violation.
@@ -181,8 +181,14 @@ func (m *Monitor) lostToRemoval(j githubsim.Job) {
 func (m *Monitor) diedUnder(j githubsim.Job) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	seen := m.stopSeen[j.RunnerName]
-	return seen.After(j.StartedAt) && seen.Before(j.EndedAt)
+	// Any stop in between counts: a container that died under the job and was
+	// restarted stops again later, after the removal.
+	for _, seen := range m.stopSeen[j.RunnerName] {
+		if seen.After(j.StartedAt) && seen.Before(j.EndedAt) {
+			return true
+		}
+	}
+	return false
 }
 
 // JobsLostToRemoval counts the jobs lost because the product removed their
@@ -307,7 +313,7 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 				stops = append(stops, fmt.Sprintf("runner container exited with code %d (%s)", t.ExitCode, t.Reason))
 			}
 			m.stops[fmt.Sprintf("%d %s", t.ExitCode, t.Reason)]++
-			m.stopSeen[cur.Name] = time.Now()
+			m.stopSeen[cur.Name] = append(m.stopSeen[cur.Name], time.Now())
 			// When it stopped, by the kubelet (to the second, so rounded up).
 			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) {
 				m.lastStop[cur.Name] = at

@@ -174,13 +174,18 @@ func TestJobWhoseRunnerDiedFirstIsNotLostToRemoval(t *testing.T) {
 	dead, deadJob := take("small-a")
 	l.Monitor.Fault("small-a", "OOM kill")
 	l.Monitor.mu.Lock()
-	l.Monitor.stopSeen["small-a"] = time.Now() // the container was seen stopping under its job
+	l.Monitor.stopSeen["small-a"] = []time.Time{time.Now()} // the container was seen stopping under its job
 	l.Monitor.mu.Unlock()
 	removeWhileRESTSaysIdle(t, sim, url, dead.ID)
+	l.Monitor.mu.Lock()
+	// Restarted by the kubelet, it stops again after the removal: the stop under
+	// the job still counts.
+	l.Monitor.stopSeen["small-a"] = append(l.Monitor.stopSeen["small-a"], time.Now())
+	l.Monitor.mu.Unlock()
 	alive, aliveJob := take("small-b")
 	removeWhileRESTSaysIdle(t, sim, url, alive.ID)
 	l.Monitor.mu.Lock()
-	l.Monitor.stopSeen["small-b"] = time.Now() // it exits because it was removed
+	l.Monitor.stopSeen["small-b"] = []time.Time{time.Now()} // it exits because it was removed
 	l.Monitor.mu.Unlock()
 	l.judgeJobs(sim.Jobs())
 	if n := l.Monitor.JobsLostToRemoval(); n != 1 {
