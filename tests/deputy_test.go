@@ -18,7 +18,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
-// TestForgedRunnerObjectsMoveNothing (#23.1): someone who can write objects in
+// TestForgedRunnerObjectsMoveNothing: someone who can write objects in
 // the runner namespace puts the pool label on a Secret, a StatefulSet and a pod,
 // with annotations naming a scope and runner ids of runners this deployment did
 // not make — in an organization its App is installed on but no pool of the file

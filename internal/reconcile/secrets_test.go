@@ -22,7 +22,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
-// TestFinishedRunnersTakeTheirSecrets (#23.12): sweeps killed between a runner's
+// TestFinishedRunnersTakeTheirSecrets: sweeps killed between a runner's
 // StatefulSet and its Secret's owner (step 4 of create) leave two runners whose
 // Secrets have no owner, and write no status, so the last cleanup stays recent
 // and the next is an hour away. The runners run, finish, and the pool goes to
