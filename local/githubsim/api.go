@@ -30,6 +30,7 @@ func (s *Server) routes() {
 	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
 	s.runnerRoutes()
 	s.installationRoutes()
+	s.rerunRoutes()
 }
 
 // handle registers h and counts its calls by pattern.

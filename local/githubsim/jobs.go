@@ -34,6 +34,9 @@ type JobSpec struct {
 	// with the job's result (Job.Output, Job.ExitCode) and a non-zero exit fails
 	// the job. Only runners that speak the /_runner/ protocol run it.
 	Script string
+	// RunID puts the job in an existing workflow run (0: a run of its own), so
+	// that a run can hold several jobs (the re-run rules look at the whole run).
+	RunID int64
 }
 
 // JobConclusion is how a completed job ended, as in workflow_job deliveries.
@@ -55,7 +58,11 @@ var (
 // Job is a workflow job in the simulator (the Actions service side).
 type Job struct {
 	JobSpec
-	ID, RunID  int64
+	ID, RunID int64
+	// RunAttempt is the run's attempt the job belongs to (1, then one more per
+	// re-run); RerunOf is the job of the previous attempt it re-runs (0: none).
+	RunAttempt int
+	RerunOf    int64
 	State      JobState
 	Conclusion JobConclusion // set once completed
 	RunnerID   int64
@@ -94,16 +101,25 @@ func (s *Server) OnDelivery(d Deliverer) {
 func (s *Server) QueueJob(spec JobSpec) Job {
 	s.mu.Lock()
 	s.nextJob++
-	j := &Job{JobSpec: spec, ID: s.nextJob, RunID: 9_000_000 + s.nextJob, State: JobQueued, QueuedAt: s.opts.Clock.Now()}
+	run := spec.RunID
+	if run == 0 {
+		run = 9_000_000 + s.nextJob
+	}
+	out := s.queueLocked(&Job{JobSpec: spec, ID: s.nextJob, RunID: run, RunAttempt: 1})
+	s.mu.Unlock()
+	s.emit(out)
+	return out
+}
+
+// queueLocked adds j, queued now, and returns a copy; the caller emits its delivery.
+func (s *Server) queueLocked(j *Job) Job {
+	j.State, j.QueuedAt = JobQueued, s.opts.Clock.Now()
 	if s.jobs == nil {
 		s.jobs = map[int64]*Job{}
 	}
 	s.jobs[j.ID] = j
-	out := *j
 	s.notifyLocked()
-	s.mu.Unlock()
-	s.emit(out)
-	return out
+	return *j
 }
 
 // AcquireJob gives runner id the oldest queued job it can run — its scope covers the

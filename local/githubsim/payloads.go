@@ -128,7 +128,7 @@ func (s *Server) workflowJobPayload(j Job) map[string]any {
 	payload := map[string]any{
 		"action": string(j.State),
 		"workflow_job": map[string]any{
-			"id": j.ID, "run_id": j.RunID, "run_attempt": 1, "node_id": "CR_sim" + jobID,
+			"id": j.ID, "run_id": j.RunID, "run_attempt": max(j.RunAttempt, 1), "node_id": "CR_sim" + jobID,
 			"run_url": repoURL + "/actions/runs/" + runID, "url": repoURL + "/actions/jobs/" + jobID,
 			"html_url":      "https://github.com/" + j.Repository + "/actions/runs/" + runID + "/job/" + jobID,
 			"check_run_url": repoURL + "/check-runs/" + jobID,
@@ -172,7 +172,7 @@ func (s *Server) installationJSON(id int64, org string) map[string]any {
 		"repository_selection": "all", "single_file_name": nil, "access_tokens_url": u + "/access_tokens",
 		"html_url":         "https://github.com/organizations/" + org + "/settings/installations/" + strconv.FormatInt(id, 10),
 		"repositories_url": apiURL + "/installation/repositories", "events": []string{"workflow_job"},
-		"permissions": map[string]any{"organization_self_hosted_runners": "write", "administration": "write", "actions": "read"},
+		"permissions": map[string]any{"organization_self_hosted_runners": "write", "administration": "write", "actions": s.actionsPermission()},
 		"created_at":  created, "updated_at": created, "suspended_by": nil, "suspended_at": nil,
 	}
 }

@@ -27,6 +27,8 @@
 //     runnerapi.go): config.sh registration, sessions that make a runner online,
 //     long-polled jobs and their results, for the fake runner of local/fakerunner;
 //   - runner groups and the repositories allowed to use them;
+//   - workflow runs of one or more jobs and their re-runs (rerun.go), with
+//     GitHub's rules for them;
 //   - counters of calls by endpoint.
 package githubsim
 
@@ -73,6 +75,10 @@ type Options struct {
 	// BusyLie, when set, makes the REST API's busy flag lie as GitHub's does (see
 	// BusyLie; SetBusyLie changes it later). New panics when it is invalid.
 	BusyLie *BusyLie
+	// ActionsReadOnly gives the App's installations the `actions: read`
+	// permission instead of `actions: write`: re-running a job is then refused
+	// (403 "Resource not accessible by integration"), as for an App not granted it.
+	ActionsReadOnly bool
 }
 
 // Runner is a runner's state in the simulator.
