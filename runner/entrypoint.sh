@@ -38,6 +38,8 @@
 #   ACTIONS_RUNNER_HOOK_JOB_STARTED, ACTIONS_RUNNER_HOOK_JOB_COMPLETED
 #                                 the pool's own hooks, if any: they run after ours (kept in
 #                                 RUNNER_USER_HOOK_JOB_STARTED / _COMPLETED)
+#   RUNNER_TERMINATION_LOG        where a restarted ephemeral container says why its runner
+#                                 died (default: /dev/termination-log, the kubelet's)
 #
 # Credentials. Job steps run as the user run.sh runs as. Started as root, the
 # entrypoint (and tini) keep root, and config.sh and run.sh run as RUNNER_USER: a
@@ -55,8 +57,9 @@
 # Restarts. The kubelet restarts a StatefulSet's container whatever its exit code
 # (restartPolicy Always). With RUNNER_STATE_DIR set:
 #   - an ephemeral runner (JIT config, or RUNNER_EPHEMERAL=true) writes a marker there
-#     before it starts run.sh; a restarted container that finds the marker exits 0 at
-#     once and never runs a second time with spent credentials. The sweeper sees the
+#     before it starts run.sh; a restarted container that finds the marker exits at
+#     once, with the run's outcome (see exit_again), and never runs a second time
+#     with spent credentials. The sweeper sees the
 #     container terminated or restarted, asks GitHub to remove the runner (204 or
 #     404), and only then deletes the pod;
 #   - a persistent runner keeps its registration (.runner, .credentials*) there and
@@ -293,6 +296,29 @@ record_exit() {
 	printf 'exited %s at %s\n' "$1" "$(now)" >>"$state_dir/ran" || true
 }
 
+# exit_again ends a restarted container whose ephemeral runner already ran in this
+# pod, with the same outcome as the run: 0 after a runner that exited 0; the
+# runner's code when it exited otherwise; 137 (as for SIGKILL) when the run left
+# no exit at all, because its container was killed under it (an OOM kill, a
+# crash). The kubelet shows that code, and the message written to the
+# container's termination log, as the container's last state on every restart,
+# so the sweeper still sees that the runner died, not only that it ran
+# (internal/reconcile, deaths).
+exit_again() {
+	local ran rc=137
+	ran=$(<"$state_dir/ran")
+	if [[ $ran =~ exited\ ([0-9]+) ]]; then
+		rc=${BASH_REMATCH[1]}
+	fi
+	log "this ephemeral runner already ran in this pod (${ran//$'\n'/, }): not running it again; the sweeper removes it"
+	if ((rc != 0)); then
+		local why="its runner exited with code ${rc}"
+		((rc == 137)) && [[ ! $ran =~ exited ]] && why="its container was killed before its runner exited"
+		printf 'runner died: %s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+	fi
+	exit "$rc"
+}
+
 # restore_registration copies a registration kept in the state directory back into
 # the runner's home; it fails when there is none.
 restore_registration() {
@@ -518,10 +544,7 @@ main() {
 	setup_user
 	protect_state_dir
 	if ephemeral && already_ran; then
-		local ran
-		ran=$(<"$state_dir/ran")
-		log "this ephemeral runner already ran in this pod (${ran//$'\n'/, }): not running it again; the sweeper removes it"
-		exit 0
+		exit_again
 	fi
 	wait_for_docker
 	if [[ -n $jit_config ]]; then

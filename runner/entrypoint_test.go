@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -457,18 +458,24 @@ func TestSIGTERMAfterGraceStopsTheRunner(t *testing.T) {
 // TestEphemeralRunsOnceAcrossRestarts: the kubelet restarts a StatefulSet's
 // container whatever its exit code. A restarted ephemeral runner container — after
 // its job, after a crash, or after being killed mid-job before it could record an
-// exit — never starts the runner a second time with spent credentials.
+// exit — never starts the runner a second time with spent credentials, and exits
+// with the run's outcome on every restart (0, the runner's code, or 137 when the
+// container was killed under the runner), naming a death in its termination log:
+// the sweeper reads a runner's death from it after any number of restarts.
 func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
-		name  string
-		first []string
-		kill  bool
+		name   string
+		first  []string
+		kill   bool
+		rc     int
+		reason string // in the termination log ("" : none written)
 	}{
-		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, false},
-		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RC=3"}, false},
-		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=job", "STUB_JOB=60"}, true},
-		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false},
+		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, false, 0, ""},
+		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RC=3"}, false, 3, "runner died: its runner exited with code 3"},
+		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=job", "STUB_JOB=60"}, true, 137,
+			"runner died: its container was killed before its runner exited"},
+		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false, 0, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -483,10 +490,18 @@ func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 			if first.file("run.log") == "" {
 				t.Fatalf("the first run did not start the runner:\n%s", first.out)
 			}
-			for range 3 { // any number of restarts
-				again := start(t, append(tc.first, "RUNNER_STATE_DIR="+state)...)
-				if rc := again.wait(t); rc != 0 {
-					t.Fatalf("restart exited %d, want 0; output:\n%s", rc, again.out)
+			for i := range 3 { // any number of restarts
+				termLog := filepath.Join(t.TempDir(), "termination-log")
+				again := start(t, append(tc.first, "RUNNER_STATE_DIR="+state, "RUNNER_TERMINATION_LOG="+termLog)...)
+				if rc := again.wait(t); rc != tc.rc {
+					t.Fatalf("restart %d exited %d, want %d; output:\n%s", i, rc, tc.rc, again.out)
+				}
+				msg, err := os.ReadFile(termLog)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					t.Fatal(err)
+				}
+				if got := strings.TrimSpace(string(msg)); got != tc.reason {
+					t.Fatalf("restart %d: termination log %q, want %q", i, got, tc.reason)
 				}
 				if again.file("run.log") != "" || again.file("config.log") != "" {
 					t.Fatalf("a restarted ephemeral runner ran again: run %q config %q", again.file("run.log"), again.file("config.log"))
