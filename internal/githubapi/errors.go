@@ -49,6 +49,7 @@ const (
 	OpFindInstallation   Op = "find installation"
 	OpListHookDeliveries Op = "list webhook deliveries"
 	OpRedeliver          Op = "redeliver webhook delivery"
+	OpRerunJob           Op = "re-run job"
 )
 
 // APIError is GitHub's refusal of one operation.

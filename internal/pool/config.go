@@ -20,6 +20,11 @@ const (
 	DefaultTriggerDuration = 10 * time.Minute
 	// DefaultScaleDownDelay is ARC's scaleDownDelaySecondsAfterScaleOut default.
 	DefaultScaleDownDelay = 600 * time.Second
+	// DefaultRerunsPerRun is how many re-runs a workflow run gets when a job of
+	// it dies with its runner, unless the pool says otherwise.
+	DefaultRerunsPerRun = 1
+	// MaxRerunsPerRun is GitHub's limit of re-runs of a workflow run.
+	MaxRerunsPerRun = 50
 	// MaxNameLength keeps `<name>-xxxxx-0` and the controller-revision-hash label within 63 characters.
 	MaxNameLength = 40
 )
@@ -50,7 +55,10 @@ type Pool struct {
 	ScaleUpTriggers                    []ScaleUpTrigger    `yaml:"scaleUpTriggers"`
 	ScaleDownDelaySecondsAfterScaleOut *int                `yaml:"scaleDownDelaySecondsAfterScaleOut"`
 	ScheduledOverrides                 []ScheduledOverride `yaml:"scheduledOverrides"`
-	Kubernetes                         Kubernetes          `yaml:"kubernetes"`
+	// RerunsPerRun is how many times a workflow run may be re-run because a
+	// job of it died with its runner (default DefaultRerunsPerRun; 0: never).
+	RerunsPerRun *int       `yaml:"rerunsPerRun"`
+	Kubernetes   Kubernetes `yaml:"kubernetes"`
 }
 
 // ScaleUpTrigger says how much capacity one queued job reserves and for how long.
@@ -227,6 +235,9 @@ func (p *Pool) validateReplicas() error {
 	if d := p.ScaleDownDelaySecondsAfterScaleOut; d != nil && *d < 0 {
 		return fmt.Errorf("scaleDownDelaySecondsAfterScaleOut: %d must be >= 0", *d)
 	}
+	if n := p.RerunsPerRun; n != nil && (*n < 0 || *n > MaxRerunsPerRun) {
+		return fmt.Errorf("rerunsPerRun: %d must be between 0 (no re-runs) and %d (GitHub's limit)", *n, MaxRerunsPerRun)
+	}
 	return nil
 }
 
@@ -290,6 +301,14 @@ func (p *Pool) Scope() scope.Scope {
 
 // IsEphemeral reports whether runners take one job and exit (the default).
 func (p *Pool) IsEphemeral() bool { return p.Ephemeral == nil || *p.Ephemeral }
+
+// Reruns is rerunsPerRun, or its default.
+func (p *Pool) Reruns() int {
+	if p.RerunsPerRun == nil {
+		return DefaultRerunsPerRun
+	}
+	return *p.RerunsPerRun
+}
 
 // Max is maxReplicas (validated to be set).
 func (p *Pool) Max() int { return *p.MaxReplicas }

@@ -50,7 +50,7 @@ func TestDefaults(t *testing.T) {
 	p := cfg.Pool("a")
 	amount, dur := p.Trigger()
 	if amount != 1 || dur != pool.DefaultTriggerDuration || p.ScaleDownDelay() != pool.DefaultScaleDownDelay ||
-		!p.IsEphemeral() || p.Arch != "x64" || p.MinReplicas != 0 {
+		!p.IsEphemeral() || p.Arch != "x64" || p.MinReplicas != 0 || p.Reruns() != pool.DefaultRerunsPerRun {
 		t.Errorf("defaults: amount %d duration %s delay %s ephemeral %v arch %q", amount, dur, p.ScaleDownDelay(), p.IsEphemeral(), p.Arch)
 	}
 }
@@ -92,6 +92,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"override above max", "pools:\n" + base + "    scheduledOverrides: [{startTime: \"2026-01-01T00:00:00Z\", endTime: \"2026-01-01T01:00:00Z\", minReplicas: 9}]\n",
 			"pools[0] (a): scheduledOverrides[0].minReplicas: required, between 0 and maxReplicas (3)"},
 		{"bad arch", "pools:\n" + base + "    arch: amd64\n", `pools[0] (a): arch: "amd64" must be one of`},
+		{"negative reruns", "pools:\n" + base + "    rerunsPerRun: -1\n", "pools[0] (a): rerunsPerRun: -1 must be between 0 (no re-runs) and 50 (GitHub's limit)"},
+		{"too many reruns", "pools:\n" + base + "    rerunsPerRun: 51\n", "pools[0] (a): rerunsPerRun: 51 must be between 0"},
 		{"comma label", "pools:\n" + base + "    labels: [\"a,b\"]\n", `pools[0] (a): labels[0]: "a,b"`},
 		{"two triggers", "pools:\n" + base + "    scaleUpTriggers: [{amount: 1}, {amount: 2}]\n", "pools[0] (a): scaleUpTriggers: at most one"},
 		{"docker twice", "pools:\n" + strings.Replace(base, "image: runner:1}", "image: runner:1, dockerEnabled: true, dockerdWithinRunnerContainer: true}", 1), "mutually exclusive"},

@@ -88,11 +88,12 @@ func (s *Store) RecordRunner(ctx context.Context, d Delivery) (Outcome, error) {
 // delivery named the runner in that time.
 func (s *Store) RunnerJobs(ctx context.Context, runner string) ([]RunnerJob, error) {
 	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		KeyConditionExpression:    aws.String("#pk = :pk"),
-		ExpressionAttributeNames:  map[string]string{"#pk": table.PartitionKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.RunnerPK(runner))},
-		ConsistentRead:            aws.Bool(true),
+		TableName:                aws.String(s.table),
+		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :job)"),
+		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#sk": table.SortKey},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.RunnerPK(runner)),
+			":job": table.Str(table.JobSKPrefix)},
+		ConsistentRead: aws.Bool(true),
 	})
 	var items []map[string]types.AttributeValue
 	for pages.HasMorePages() {

@@ -8,7 +8,10 @@ import "strconv"
 //	POOL#<pool>       JOB#<jobId>          a job's reservation (reservation)
 //	POOL#<pool>       STATUS               the pool's status (poolstate)
 //	POOL#<pool>       LEASE                the pool's lease (lease)
+//	POOL#<pool>       RERUN#<jobId>        a failed job's re-run decision (rerun)
+//	POOL#<pool>       RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
+//	RUNNER#<runner>   DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
 //	TABLE             INDEX#active         the active index's marker (reservation)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
@@ -31,6 +34,24 @@ const JobSKPrefix = "JOB#"
 // JobSK is the sort key of a job's item, in a pool's, a runner's or the
 // unrouted partition.
 func JobSK(jobID int64) string { return JobSKPrefix + strconv.FormatInt(jobID, 10) }
+
+// RerunSK is the sort key of a failed job's re-run decision, in its runner's pool's partition.
+func RerunSK(jobID int64) string { return "RERUN#" + strconv.FormatInt(jobID, 10) }
+
+// RerunBudgetSK is the sort key of a workflow run's re-run budget, in a pool's partition.
+func RerunBudgetSK(repo string, runID int64) string {
+	return "RUN#" + repo + "#" + strconv.FormatInt(runID, 10)
+}
+
+// DeathSKPrefix begins the sort key of a runner's deaths (DeathSK).
+const DeathSKPrefix = "DIED#"
+
+// DeathSK is the sort key of a runner's death, in the runner's partition.
+func DeathSK(fromMillis int64) string { return DeathSKPrefix + strconv.FormatInt(fromMillis, 10) }
+
+// PendingRerunsKey is the active index's partition of a pool's undecided
+// re-run candidates (ActiveKey; reservations use PoolPK there).
+func PendingRerunsKey(pool string) string { return "RERUNS#" + pool }
 
 // Partitions that do not belong to a pool or a runner, and the sort keys of the
 // items in them and in a pool's partition.

@@ -1,0 +1,164 @@
+// Package rerun decides which failed jobs are re-run, and keeps what that
+// decision needs in the deployment's table.
+//
+// A job is re-run when its `completed` delivery says it failed or was
+// cancelled, it ran on one of this deployment's runners, and that runner died
+// under it: its container was OOM-killed or killed, its runner exited with an
+// error, or its pod was deleted, evicted or lost with its node while the job
+// ran (a Death the sweeper recorded, package reconcile). A job whose runner was
+// alive and exited normally failed by itself and is never re-run. Each
+// workflow run is re-run at most the pool's `rerunsPerRun` times (Budget).
+//
+// The webhook records a Candidate for each such failure; the sweeper of the
+// runner's pool decides it (Decide), charges the run's budget, and asks GitHub
+// to re-run the job. A decision is written once: a redelivered `completed` or a
+// second sweeper cannot re-run a job twice, nor charge the budget twice for one
+// job.
+package rerun
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// Outcome is how a candidate was decided ("" while it is pending).
+type Outcome string
+
+// Outcomes.
+const (
+	Pending Outcome = ""
+	// Rerun: GitHub accepted the re-run.
+	Rerun Outcome = "rerun"
+	// NotRerun: the job failed by itself, re-runs are off, the budget is spent,
+	// or the job's repository is outside the pool's scope.
+	NotRerun Outcome = "not-rerun"
+	// Refused: GitHub refused the re-run for good (a missing permission, a run
+	// too old or re-run too often), or kept refusing it until GiveUpAfter.
+	Refused Outcome = "refused"
+)
+
+// Candidate is a job that failed or was cancelled on one of the deployment's
+// runners, and what became of it.
+type Candidate struct {
+	Pool       string `dynamodbav:"pool"`
+	JobID      int64  `dynamodbav:"jobId"`
+	RunID      int64  `dynamodbav:"runId"`
+	RunAttempt int    `dynamodbav:"runAttempt"`
+	Repository string `dynamodbav:"repository"`
+	Runner     string `dynamodbav:"runner"`
+	Conclusion string `dynamodbav:"conclusion"`
+	// StartedMillis and CompletedMillis are GitHub's started_at and
+	// completed_at of the job (epoch ms; 0: the payload had none).
+	StartedMillis   int64 `dynamodbav:"startedAt"`
+	CompletedMillis int64 `dynamodbav:"completedAt"`
+	// RecordedMillis is when the webhook recorded the failure.
+	RecordedMillis int64 `dynamodbav:"recordedAt"`
+
+	Outcome Outcome `dynamodbav:"outcome"`
+	// Cause is the runner's death the job died of.
+	Cause string `dynamodbav:"cause"`
+	// Reason says why the job was not re-run, or GitHub's last refusal.
+	Reason        string `dynamodbav:"reason"`
+	Tries         int    `dynamodbav:"tries"`
+	NextTryMillis int64  `dynamodbav:"nextTry"`
+	DecidedMillis int64  `dynamodbav:"decidedAt"`
+}
+
+// Started, Completed, Recorded and Decided are the candidate's times (zero when unknown).
+func (c Candidate) Started() time.Time   { return millis(c.StartedMillis) }
+func (c Candidate) Completed() time.Time { return millis(c.CompletedMillis) }
+func (c Candidate) Recorded() time.Time  { return millis(c.RecordedMillis) }
+func (c Candidate) Decided() time.Time   { return millis(c.DecidedMillis) }
+
+// NextTry is when a re-run GitHub refused for now is asked again.
+func (c Candidate) NextTry() time.Time { return millis(c.NextTryMillis) }
+
+func millis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// Failed reports whether a job's conclusion is one a dead runner leaves.
+func Failed(conclusion string) bool { return conclusion == "failure" || conclusion == "cancelled" }
+
+// Death is a runner's death the sweeper saw: its container killed or its runner
+// exiting with an error (From = To = when it ended), or its pod deleted (From
+// when the deletion was asked, To the end of the pod's grace period).
+type Death struct {
+	Runner     string `dynamodbav:"runner"`
+	Cause      string `dynamodbav:"cause"`
+	FromMillis int64  `dynamodbav:"from"`
+	ToMillis   int64  `dynamodbav:"to"`
+}
+
+// From and To bound when the runner died.
+func (d Death) From() time.Time { return millis(d.FromMillis) }
+func (d Death) To() time.Time   { return millis(d.ToMillis) }
+
+// Key identifies one death of a runner (its pod records it, so it is written once).
+func (d Death) Key() string { return fmt.Sprintf("%d", d.FromMillis) }
+
+// Window margins: the timestamps GitHub sends and those the kubelet reports have
+// a second's precision, and a dying runner's job is reported a moment after its
+// container ended.
+const (
+	earlyMargin = 2 * time.Second
+	lateMargin  = 5 * time.Second
+)
+
+// Settle is how long after a failure's completion the sweeper waits for a death
+// it has not seen yet before it decides that the job failed by itself: the
+// kubelet reports a container's end within a second or two.
+const Settle = 15 * time.Second
+
+// GiveUpAfter bounds how long a re-run GitHub refuses for now (a run still in
+// progress, 5xx, rate limits) is asked again: GitHub cancels a job after 6 h.
+const GiveUpAfter = 6 * time.Hour
+
+// Verdict is Decide's answer.
+type Verdict struct {
+	Outcome Outcome // Pending: decide again later
+	Cause   string  // Rerun: the death
+	Reason  string  // NotRerun: why
+}
+
+// Decide says whether the job of c died with its runner: a death of c's runner
+// whose time overlaps the job's run is a re-run; none, once Settle has passed
+// since the job completed, means the job failed by itself.
+func Decide(c Candidate, deaths []Death, now time.Time) Verdict {
+	started, completed := c.Started(), c.Completed()
+	if completed.IsZero() {
+		completed = c.Recorded()
+	}
+	if started.IsZero() {
+		started = completed
+	}
+	for _, d := range deaths {
+		if d.Runner == c.Runner && !d.To().Before(started.Add(-earlyMargin)) && !d.From().After(completed.Add(lateMargin)) {
+			return Verdict{Outcome: Rerun, Cause: d.Cause}
+		}
+	}
+	if now.Before(completed.Add(Settle)) || now.Before(c.Recorded().Add(Settle)) {
+		return Verdict{}
+	}
+	return Verdict{Outcome: NotRerun, Reason: "its runner did not die under it: the job failed by itself"}
+}
+
+// InScope reports whether repo ("owner/name") is one the pool's scope serves:
+// a re-run acts on the job's repository, which a delivery names, so it must be
+// one the pool's runners could have served.
+func InScope(sc scope.Scope, repo string) bool {
+	owner, _, ok := strings.Cut(repo, "/")
+	switch sc.Kind() {
+	case scope.Enterprise:
+		return ok
+	case scope.Organization:
+		return ok && strings.EqualFold(owner, sc.Organization)
+	}
+	return strings.EqualFold(repo, sc.Repository)
+}
