@@ -250,17 +250,18 @@ func (c *Client) RemoveRunner(ctx context.Context, s scope.Scope, id int64) erro
 
 // RerunJob asks GitHub to re-run a job of a workflow run (and the jobs that
 // depend on it): a new attempt of the run, in which the job is queued again.
-// repo is "owner/name". An *APIError with 403 (ErrForbidden) is GitHub's refusal:
+// repo is "owner/name", a repository of scope s (whose credentials these are;
+// the caller checks that s covers repo). An *APIError with 403 (ErrForbidden) is GitHub's refusal:
 // its Message says why (the App lacks `actions: write`, the run is still in
 // progress, too old, or re-run too often); 404 (ErrNotFound): no such job there.
 //
 // POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun.
-func (c *Client) RerunJob(ctx context.Context, repo string, jobID int64) error {
+func (c *Client) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error {
 	es, err := escaped(scope.Scope{Repository: repo})
 	if err != nil {
 		return fmt.Errorf("re-running job %d: %w", jobID, err)
 	}
-	return c.meter.call(ctx, OpRerunJob, fmt.Sprintf("re-running job %d of %s", jobID, repo), func(ctx context.Context) (*github.Response, error) {
+	return c.meter.call(ctx, OpRerunJob, fmt.Sprintf("re-running job %d of %s (%s)", jobID, repo, s), func(ctx context.Context) (*github.Response, error) {
 		return c.gh.Actions.RerunJobByID(ctx, es.Owner(), es.Repo(), jobID)
 	})
 }

@@ -170,6 +170,16 @@ func (r *Router) RemoveRunner(ctx context.Context, s scope.Scope, id int64) erro
 	return r.settle(s, c.RemoveRunner(ctx, s, id))
 }
 
+// RerunJob is Client.RerunJob through the credentials that serve s, the scope of
+// the pool whose runner ran the job (repo must be one s covers: the caller checks).
+func (r *Router) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error {
+	c, err := r.client(ctx, s)
+	if err != nil {
+		return err
+	}
+	return r.settle(s, c.RerunJob(ctx, s, repo, jobID))
+}
+
 // JITConfig is Client.JITConfig through the scope's credentials.
 func (r *Router) JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (JITConfig, error) {
 	c, err := r.client(ctx, s)

@@ -70,6 +70,25 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		}
 		ms = append(ms, emf.Metric{Name: "RunnerRegistrationTime", Unit: emf.Seconds, Values: values})
 	}
+	return append(ms, rerunMetrics(s.reruns)...)
+}
+
+// rerunMetrics: runner deaths recorded, failed jobs re-run, left failed and
+// refused by GitHub, and the time from each re-run job's failure to its re-run.
+func rerunMetrics(c rerunCounts) []emf.Metric {
+	ms := []emf.Metric{
+		{Name: "RunnerDeaths", Unit: emf.Count, Value: float64(c.deaths)},
+		{Name: "JobsRerun", Unit: emf.Count, Value: float64(c.rerun)},
+		{Name: "FailedJobsNotRerun", Unit: emf.Count, Value: float64(c.notRerun)},
+		{Name: "RerunsRefused", Unit: emf.Count, Value: float64(c.refused)},
+	}
+	if len(c.delays) > 0 {
+		values := make([]float64, len(c.delays))
+		for i, d := range c.delays {
+			values[i] = d.Seconds()
+		}
+		ms = append(ms, emf.Metric{Name: "RerunDelay", Unit: emf.Seconds, Values: values})
+	}
 	return ms
 }
 

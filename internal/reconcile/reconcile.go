@@ -74,6 +74,10 @@ type Options struct {
 	// GitHub listed it idle on two reads at least this far apart (default
 	// DefaultIdleConfirmation; busy.go).
 	IdleConfirmation time.Duration
+	// Reruns keeps runner deaths and failed jobs (rerun.Store): a job that
+	// died with its runner is re-run within the pool's budget (rerun.go). nil:
+	// no re-runs, and no deaths recorded.
+	Reruns Reruns
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.
@@ -168,6 +172,8 @@ type sweep struct {
 	// windows: for each RemoveRunner of a runner whose container ran, the time
 	// from the last busy signal read to the call.
 	windows []time.Duration
+	// reruns: what the re-run stage did (rerun.go).
+	reruns rerunCounts
 }
 
 // noteStuck records why a runner is held up, for the pool status.
@@ -192,7 +198,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	// A failed step does not stop the others: each runner's progress is its own,
 	// and a flaky API must not keep a pool from unregistering or creating runners.
 	var errs []error
-	for _, stage := range []func(context.Context, *sweep) error{r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
+	// Deaths are recorded first, before a stop can delete the pod that shows one.
+	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
 		if err := stage(ctx, s); err != nil {
 			errs = append(errs, err)
 		}

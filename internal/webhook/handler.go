@@ -35,6 +35,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnername"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
@@ -68,7 +69,19 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int
 	metrics *emf.Writer
+	// failures records jobs that failed on one of our runners, for the sweeper
+	// to re-run those whose runner died under them (nil: none recorded).
+	failures Failures
 }
+
+// Failures records a job that failed or was cancelled on one of the
+// deployment's runners (rerun.Store).
+type Failures interface {
+	Record(ctx context.Context, c rerun.Candidate, now time.Time) (bool, error)
+}
+
+// WithFailures sets where failed jobs of our runners are recorded for re-runs.
+func WithFailures(f Failures) Option { return func(h *Handler) { h.failures = f } }
 
 // Option configures a Handler.
 type Option func(*Handler)
@@ -218,6 +231,12 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if linked != nil {
 		attrs = append(attrs, slog.String("runnerPool", linked.Name))
 	}
+	if a, err := h.recordFailure(ctx, linked, state, job); err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return Response{http.StatusServiceUnavailable, "storing the failed job failed; redeliver later"}, attrs
+	} else if a.Key != "" {
+		attrs = append(attrs, a)
+	}
 	if p == nil {
 		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
 		attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
@@ -260,6 +279,30 @@ func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool,
 		return nil, err
 	}
 	return rp, nil
+}
+
+// recordFailure keeps a job that failed or was cancelled on one of our runners
+// (in runnerPool), for the sweeper to decide whether its runner died under it
+// (package rerun). A failure to write fails the delivery, so GitHub redelivers.
+func (h *Handler) recordFailure(ctx context.Context, runnerPool *pool.Pool, state reservation.State, j job) (slog.Attr, error) {
+	if h.failures == nil || runnerPool == nil || state != reservation.Completed || !rerun.Failed(j.conclusion) {
+		return slog.Attr{}, nil
+	}
+	c := rerun.Candidate{Pool: runnerPool.Name, JobID: j.id, RunID: j.runID, RunAttempt: j.runAttempt,
+		Repository: j.route.Repository, Runner: j.runnerName, Conclusion: j.conclusion,
+		StartedMillis: unixMillis(j.started), CompletedMillis: unixMillis(j.completed)}
+	fresh, err := h.failures.Record(ctx, c, h.clock.Now())
+	if err != nil {
+		return slog.Attr{}, err
+	}
+	return slog.Bool("failureRecorded", fresh), nil
+}
+
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // runnerPool is the pool whose runner pods are named like name (package
@@ -313,6 +356,11 @@ type job struct {
 	// created is when GitHub created the job, in UTC; zero when the payload
 	// does not say, or when the job deploys to an environment (see parseJob).
 	created time.Time
+	// runAttempt, conclusion, started and completed: as the payload says
+	// (zero when it does not, or cannot be parsed: they only inform re-runs).
+	runAttempt         int
+	conclusion         string
+	started, completed time.Time
 }
 
 // payload is the part of a workflow_job delivery the handler reads. go-github's
@@ -326,6 +374,11 @@ type payload struct {
 		RunnerID   int64    `json:"runner_id"`
 		RunnerName string   `json:"runner_name"`
 		CreatedAt  string   `json:"created_at"`
+		// For re-runs (package rerun).
+		RunAttempt  int    `json:"run_attempt"`
+		Conclusion  string `json:"conclusion"`
+		StartedAt   string `json:"started_at"`
+		CompletedAt string `json:"completed_at"`
 	} `json:"workflow_job"`
 	// Deployment is present for a job that deploys to an environment.
 	Deployment json.RawMessage `json:"deployment"`
@@ -370,6 +423,7 @@ func parseJob(body []byte) (job, error) {
 	}
 	return job{
 		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
+		runAttempt: wj.RunAttempt, conclusion: wj.Conclusion, started: optionalTime(wj.StartedAt), completed: optionalTime(wj.CompletedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
 	}, nil
@@ -391,6 +445,15 @@ func createdAt(raw string, deployment json.RawMessage) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return t.UTC(), nil
+}
+
+// optionalTime parses an RFC 3339 time, or gives zero.
+func optionalTime(raw string) time.Time {
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // hours renders a whole number of hours as "24h".

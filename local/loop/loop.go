@@ -68,6 +68,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
@@ -253,7 +254,7 @@ func (l *Loop) build(ctx context.Context) error {
 	if err := l.UpdatePools(l.opts.Pools); err != nil {
 		return err
 	}
-	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log)}
+	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log), webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table))}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev sweeper.Event) error {
 			l.nudgesSent.Add(1)
@@ -389,7 +390,8 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
-		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, IdleConfirmation: l.opts.IdleConfirmation})
+		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, IdleConfirmation: l.opts.IdleConfirmation,
+		Reruns: rerun.NewStore(l.opts.DB, l.opts.Table)})
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -29,6 +30,9 @@ var (
 	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)
 	_ reconcile.JobLinks    = (*reservation.Store)(nil)
+	_ reconcile.Reruns      = (*rerun.Store)(nil)
+	_ reconcile.Rerunner    = (*githubapi.Router)(nil)
+	_ reconcile.Rerunner    = (*githubapi.Client)(nil)
 	_ redeliver.App         = (*githubapi.AppClient)(nil)
 	_ DynamoDB              = (*dynamodb.Client)(nil)
 )

@@ -32,6 +32,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -139,7 +140,8 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	}
 	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock)
 	rec, err := reconcile.New(pools, kc, gh, env.Clock, env.Log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL,
-		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation})
+		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation,
+		Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})
 	if err != nil {
 		return nil, err
 	}

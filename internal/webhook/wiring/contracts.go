@@ -2,6 +2,7 @@ package wiring
 
 import (
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
@@ -13,4 +14,5 @@ var (
 	_ webhook.Recorder         = (*reservation.Store)(nil)
 	_ webhook.UnroutedRecorder = (*reservation.Store)(nil)
 	_ webhook.Nudger           = (*nudge.Lambda)(nil)
+	_ webhook.Failures         = (*rerun.Store)(nil)
 )

@@ -18,6 +18,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
@@ -98,7 +99,8 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []webhook.Option{webhook.WithLogger(log), webhook.WithMetrics(metrics)}
+	opts := []webhook.Option{webhook.WithLogger(log), webhook.WithMetrics(metrics),
+		webhook.WithFailures(rerun.NewStore(c.DynamoDB, cfg.TableName))}
 	if cfg.SweeperFunctionName != "" {
 		opts = append(opts, webhook.WithNudger(nudge.NewLambda(c.Lambda, cfg.SweeperFunctionName)))
 	}

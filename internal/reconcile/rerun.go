@@ -1,0 +1,272 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// Re-runs (package rerun). Each sweep first records the deaths its pool's pods
+// show — a runner container OOM-killed, killed or ended with an error, a pod
+// deleted, evicted or lost with its node — once per death (the pod keeps the
+// key of the last one recorded, annotationDeath), so that they outlive the pod.
+// Then it decides its pool's failed jobs: a job whose runner died under it is
+// re-run through GitHub within the pool's budget per workflow run
+// (rerunsPerRun); one whose runner did not is left failed.
+
+// Reruns is what the reconciler keeps of deaths and failed jobs (rerun.Store).
+type Reruns interface {
+	RecordDeath(ctx context.Context, d rerun.Death, now time.Time) error
+	Deaths(ctx context.Context, runner string) ([]rerun.Death, error)
+	Pending(ctx context.Context, pool string) ([]rerun.Candidate, error)
+	Charge(ctx context.Context, c rerun.Candidate, max int, now time.Time) (bool, error)
+	Decide(ctx context.Context, c rerun.Candidate, now time.Time) error
+	Later(ctx context.Context, c rerun.Candidate, next time.Time) error
+}
+
+// Rerunner re-runs a job through the credentials that serve a scope
+// (githubapi.Router). A GitHub without it re-runs nothing.
+type Rerunner interface {
+	RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error
+}
+
+// annotationDeath holds the key of the last death recorded from the pod.
+const annotationDeath = "runnerscaler.dev/death-recorded"
+
+// Back-off of a re-run GitHub refused for now.
+const (
+	rerunBackoff    = 15 * time.Second
+	rerunBackoffMax = 10 * time.Minute
+)
+
+// rerunCounts is what the re-run stage did in one sweep, for the metrics.
+type rerunCounts struct {
+	deaths, rerun, notRerun, refused int
+	// delays: for each re-run, the time from the job's completion to the call.
+	delays []time.Duration
+}
+
+func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
+	if r.opts.Reruns == nil {
+		return nil
+	}
+	var errs []error
+	for _, rn := range s.runners {
+		if err := r.noteDeath(ctx, s, rn); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, pod := range s.orphans {
+		if d, ok := death(pod, s.p.IsEphemeral()); ok {
+			errs = append(errs, r.opts.Reruns.RecordDeath(ctx, d, s.now))
+		}
+	}
+	pending, err := r.opts.Reruns.Pending(ctx, s.p.Name)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, c := range pending {
+		if err := r.decideRerun(ctx, s, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// noteDeath records the death rn's pod shows, if it has not been recorded.
+func (r *Reconciler) noteDeath(ctx context.Context, s *sweep, rn *runner) error {
+	d, ok := death(rn.pod, s.p.IsEphemeral())
+	if !ok || rn.pod.Annotations[annotationDeath] == d.Key() {
+		return nil
+	}
+	if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
+		return err
+	}
+	s.reruns.deaths++
+	s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "at", d.To())
+	if rn.pod.DeletionTimestamp != nil {
+		return nil // being deleted: recording it again until it is gone is harmless
+	}
+	if err := r.annotatePod(ctx, rn, annotationDeath, d.Key()); err != nil && !errors.Is(err, ErrStale) {
+		return err
+	}
+	return nil
+}
+
+// death is the runner death pod shows, if any: its deletion (From: when it was
+// asked, To: the end of its grace period), or its runner container's end with
+// an OOM kill or a non-zero exit code. An ephemeral runner runs once, in its
+// pod's first container (a restarted one repeats the run's outcome, see
+// runner/entrypoint.sh), so its death is bounded by the pod's start and the
+// end the kubelet shows; a persistent runner's is that end.
+func death(pod *corev1.Pod, ephemeral bool) (rerun.Death, bool) {
+	if pod == nil {
+		return rerun.Death{}, false
+	}
+	cs := runnerStatus(pod)
+	if pod.DeletionTimestamp != nil {
+		end := pod.DeletionTimestamp.Time
+		from := end
+		if g := pod.DeletionGracePeriodSeconds; g != nil {
+			from = end.Add(-time.Duration(*g) * time.Second)
+		}
+		if endedBefore(cs, from) {
+			return rerun.Death{}, false // the runner had ended already (an ephemeral runner after its job)
+		}
+		return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli()}, true
+	}
+	if cs == nil {
+		return rerun.Death{}, false
+	}
+	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if t == nil || (t.ExitCode == 0 && t.Reason != "OOMKilled") {
+			continue
+		}
+		cause := fmt.Sprintf("runner container %s (exit code %d)", t.Reason, t.ExitCode)
+		if msg := strings.TrimSpace(t.Message); msg != "" {
+			cause += ": " + firstLine(msg)
+		}
+		from := t.FinishedAt.Time
+		if ephemeral && pod.Status.StartTime != nil {
+			from = pod.Status.StartTime.Time
+		}
+		return rerun.Death{Runner: pod.Name, Cause: cause, FromMillis: from.UnixMilli(), ToMillis: t.FinishedAt.UnixMilli()}, true
+	}
+	return rerun.Death{}, false
+}
+
+// endedBefore: the runner container is not running and its last run ended
+// before t (the kubelet's times have a second's precision).
+func endedBefore(cs *corev1.ContainerStatus, t time.Time) bool {
+	if cs == nil || cs.State.Running != nil {
+		return cs == nil
+	}
+	end := cs.State.Terminated
+	if end == nil {
+		end = cs.LastTerminationState.Terminated
+	}
+	return end != nil && end.FinishedAt.Time.Before(t.Add(-time.Second))
+}
+
+// deletionCause names who deleted the pod, as far as its conditions say
+// (DisruptionTarget: an eviction, a preemption, its node's taint or loss).
+func deletionCause(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return "pod deleted: " + c.Reason
+		}
+	}
+	if _, ok := pod.Annotations[runnerpod.AnnotationUnregistrationRequest]; ok {
+		return "pod deleted: stopped by the sweeper"
+	}
+	return "pod deleted"
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// decideRerun decides one failed job of the pool (package rerun).
+func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidate) error {
+	if s.now.Before(c.NextTry()) {
+		return nil
+	}
+	deaths, err := r.opts.Reruns.Deaths(ctx, c.Runner)
+	if err != nil {
+		return err
+	}
+	v := rerun.Decide(c, deaths, s.now)
+	switch v.Outcome {
+	case rerun.Pending:
+		return nil
+	case rerun.NotRerun:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
+	}
+	c.Cause = v.Cause
+	return r.rerunJob(ctx, s, c)
+}
+
+// rerunJob re-runs the job of c, whose runner died under it, if the pool's
+// budget allows.
+func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) error {
+	max := s.p.Reruns()
+	rr, ok := r.gh.(Rerunner)
+	switch {
+	case max == 0:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, "re-runs are off for this pool (rerunsPerRun: 0)")
+	case !rerun.InScope(s.p.Scope(), c.Repository):
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("repository %q is outside the pool's scope %s", c.Repository, s.p.Scope()))
+	case !ok:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, "this deployment's GitHub client cannot re-run jobs")
+	}
+	charged, err := r.opts.Reruns.Charge(ctx, c, max, s.now)
+	if err != nil {
+		return err
+	}
+	if !charged {
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("the workflow run's budget of %d re-run(s) is spent (rerunsPerRun)", max))
+	}
+	c.Tries++
+	err = rr.RerunJob(ctx, s.p.Scope(), c.Repository, c.JobID)
+	if err == nil {
+		s.reruns.delays = append(s.reruns.delays, s.now.Sub(c.Completed()))
+		return r.settleRerun(ctx, s, c, rerun.Rerun, "")
+	}
+	if refusedForGood(err) || s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
+		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+	}
+	c.Reason = err.Error()
+	next := s.now.Add(min(rerunBackoff<<min(c.Tries-1, 10), rerunBackoffMax))
+	s.log.Warn("GitHub refused a re-run for now: asking again later", "job", c.JobID, "run", c.RunID, "error", err, "next", next)
+	return r.opts.Reruns.Later(ctx, c, next)
+}
+
+// refusedForGood: GitHub's answer will not change by asking again — the App
+// lacks the `actions: write` permission, the job is not found, or the run is
+// over 30 days old. Other refusals (a run still in progress, 5xx, rate limits)
+// are asked again, until rerun.GiveUpAfter.
+func refusedForGood(err error) bool {
+	var ae *githubapi.APIError
+	if !errors.As(err, &ae) {
+		return false
+	}
+	msg := strings.ToLower(ae.Message)
+	return ae.Status == 404 || ae.Status == 401 || (ae.Status == 403 && (strings.Contains(msg, "not accessible by integration") ||
+		strings.Contains(msg, "over a month ago")))
+}
+
+// settleRerun writes c's outcome once, logs it and counts it.
+func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidate, o rerun.Outcome, reason string) error {
+	c.Outcome, c.Reason = o, reason
+	err := r.opts.Reruns.Decide(ctx, c, s.now)
+	if errors.Is(err, rerun.ErrDecided) {
+		return nil // another sweeper decided it first
+	}
+	if err != nil {
+		return err
+	}
+	log := s.log.With("job", c.JobID, "run", c.RunID, "attempt", c.RunAttempt, "repository", c.Repository, "runner", c.Runner, "conclusion", c.Conclusion)
+	switch o {
+	case rerun.Rerun:
+		s.reruns.rerun++
+		log.Info("job re-run: its runner died under it", "cause", c.Cause, "afterFailure", s.now.Sub(c.Completed()).Round(time.Millisecond))
+	case rerun.Refused:
+		s.reruns.refused++
+		log.Error("GitHub refused to re-run a job whose runner died under it (the App needs the `actions: write` permission to re-run jobs)",
+			"cause", c.Cause, "error", reason)
+	default:
+		s.reruns.notRerun++
+		log.Info("failed job not re-run", "reason", reason, "cause", c.Cause)
+	}
+	return nil
+}
