@@ -444,3 +444,9 @@ func (l *Loop) Nudges() (sent, done int) {
 	done = int(l.nudgesDone.Load()) // first: done never exceeds sent
 	return int(l.nudgesSent.Load()), done
 }
+
+// Rerun returns the sweeper's re-run decision about job, a job that failed on a
+// runner of pool (package rerun), once the webhook recorded the failure.
+func (l *Loop) Rerun(ctx context.Context, pool string, job int64) (rerun.Candidate, bool, error) {
+	return rerun.NewStore(l.opts.DB, l.opts.Table).Get(ctx, pool, job)
+}

@@ -1,0 +1,77 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+var deathT0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func runnerPod(state, last corev1.ContainerState) *corev1.Pod {
+	start := metav1.NewTime(deathT0)
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p-abcde-0"}, Status: corev1.PodStatus{StartTime: &start,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: runnerpod.ContainerName, State: state, LastTerminationState: last}}}}
+}
+
+func ended(code int32, reason string, at time.Time) corev1.ContainerState {
+	return corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: metav1.NewTime(at)}}
+}
+
+var running = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(deathT0)}}
+
+// What a pod shows of its runner's death: an OOM kill or a non-zero exit (for an
+// ephemeral runner, bounded by the pod's start, since a restarted container
+// repeats the run's outcome later); a deletion while the runner ran, over the
+// grace period; nothing for a runner that exited 0, one still running, or a
+// pod deleted after its runner had ended.
+func TestDeathFromPod(t *testing.T) {
+	at := deathT0.Add(time.Minute)
+	deleting := func(p *corev1.Pod, reason string) *corev1.Pod {
+		end := metav1.NewTime(at.Add(30 * time.Second))
+		grace := int64(30)
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &end, &grace
+		if reason != "" {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: reason}}
+		}
+		return p
+	}
+	cases := []struct {
+		name      string
+		pod       *corev1.Pod
+		ephemeral bool
+		cause     string // "": no death
+		from, to  time.Time
+	}{
+		{"persistent OOM kill, restarted", runnerPod(running, ended(137, "OOMKilled", at)), false, "OOMKilled (exit code 137)", at, at},
+		{"ephemeral killed, restarted twice", runnerPod(ended(137, "Error", at.Add(time.Minute)), ended(137, "Error", at.Add(50*time.Second))), true,
+			"Error (exit code 137)", deathT0, at.Add(time.Minute)},
+		{"runner exited 0", runnerPod(ended(0, "Completed", at), corev1.ContainerState{}), true, "", time.Time{}, time.Time{}},
+		{"running", runnerPod(running, corev1.ContainerState{}), false, "", time.Time{}, time.Time{}},
+		{"evicted while running", deleting(runnerPod(running, corev1.ContainerState{}), "EvictionByEvictionAPI"), true,
+			"pod deleted: EvictionByEvictionAPI", at, at.Add(30 * time.Second)},
+		{"deleted by hand while running", deleting(runnerPod(running, corev1.ContainerState{}), ""), false, "pod deleted", at, at.Add(30 * time.Second)},
+		{"deleted after its runner exited", deleting(runnerPod(ended(0, "Completed", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
+			"", time.Time{}, time.Time{}},
+		{"no pod", nil, true, "", time.Time{}, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, ok := death(tc.pod, tc.ephemeral)
+			if ok != (tc.cause != "") {
+				t.Fatalf("death = %+v, %v; want a death: %v", d, ok, tc.cause != "")
+			}
+			if !ok {
+				return
+			}
+			if !strings.Contains(d.Cause, tc.cause) || !d.From().Equal(tc.from) || !d.To().Equal(tc.to) || d.Runner != "p-abcde-0" {
+				t.Fatalf("death = %+v (from %s to %s), want %q from %s to %s", d, d.From(), d.To(), tc.cause, tc.from, tc.to)
+			}
+		})
+	}
+}

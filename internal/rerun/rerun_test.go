@@ -1,0 +1,96 @@
+package rerun_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func candidate(started, completed time.Time) rerun.Candidate {
+	return rerun.Candidate{Pool: "p", JobID: 7, Runner: "p-abcde-0", Conclusion: "failure",
+		StartedMillis: started.UnixMilli(), CompletedMillis: completed.UnixMilli(), RecordedMillis: completed.UnixMilli()}
+}
+
+func death(runner string, from, to time.Time) rerun.Death {
+	return rerun.Death{Runner: runner, Cause: "runner container OOMKilled (exit code 137)", FromMillis: from.UnixMilli(), ToMillis: to.UnixMilli()}
+}
+
+// A death of the job's runner while the job ran is a re-run; one before the job
+// started or after it completed (a persistent runner's earlier or later death),
+// or of another runner, is not; without one, the job failed by itself once the
+// settling time is over, and is pending before.
+func TestDecide(t *testing.T) {
+	started, completed := t0, t0.Add(time.Minute)
+	c := candidate(started, completed)
+	later := completed.Add(rerun.Settle)
+	cases := []struct {
+		name   string
+		deaths []rerun.Death
+		now    time.Time
+		want   rerun.Outcome
+	}{
+		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, completed, rerun.Rerun},
+		{"pod deleted over the job's end", []rerun.Death{death(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, completed, rerun.Rerun},
+		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, later, rerun.Rerun},
+		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, later, rerun.NotRerun},
+		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, later, rerun.NotRerun},
+		{"another runner died", []rerun.Death{death("p-zzzzz-0", t0.Add(time.Second), t0.Add(time.Second))}, later, rerun.NotRerun},
+		{"no death yet, settling", nil, completed.Add(rerun.Settle - time.Second), rerun.Pending},
+		{"no death, settled", nil, later, rerun.NotRerun},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := rerun.Decide(c, tc.deaths, tc.now)
+			if v.Outcome != tc.want {
+				t.Fatalf("Decide = %+v, want %q", v, tc.want)
+			}
+			if v.Outcome == rerun.Rerun && !strings.Contains(v.Cause, "OOMKilled") {
+				t.Fatalf("cause %q: want the death's", v.Cause)
+			}
+		})
+	}
+}
+
+// A failure recorded late (its delivery delayed) settles from when it was recorded.
+func TestDecideSettlesFromTheRecording(t *testing.T) {
+	c := candidate(t0, t0.Add(time.Second))
+	c.RecordedMillis = t0.Add(time.Hour).UnixMilli()
+	if v := rerun.Decide(c, nil, t0.Add(time.Hour+time.Second)); v.Outcome != rerun.Pending {
+		t.Fatalf("Decide = %+v, want pending until the settling time after the recording", v)
+	}
+}
+
+// Only a repository the pool's scope covers can be re-run through its credentials.
+func TestInScope(t *testing.T) {
+	cases := []struct {
+		sc   scope.Scope
+		repo string
+		want bool
+	}{
+		{scope.Scope{Organization: "acme"}, "acme/app", true},
+		{scope.Scope{Organization: "acme"}, "ACME/app", true},
+		{scope.Scope{Organization: "acme"}, "other/app", false},
+		{scope.Scope{Organization: "acme"}, "acme", false},
+		{scope.Scope{Repository: "acme/app"}, "acme/app", true},
+		{scope.Scope{Repository: "acme/app"}, "acme/other", false},
+		{scope.Scope{Enterprise: "big"}, "anyone/app", true},
+	}
+	for _, tc := range cases {
+		if got := rerun.InScope(tc.sc, tc.repo); got != tc.want {
+			t.Errorf("InScope(%s, %q) = %v, want %v", tc.sc, tc.repo, got, tc.want)
+		}
+	}
+}
+
+func TestFailed(t *testing.T) {
+	for c, want := range map[string]bool{"failure": true, "cancelled": true, "success": false, "timed_out": false, "skipped": false, "": false} {
+		if rerun.Failed(c) != want {
+			t.Errorf("Failed(%q) = %v", c, !want)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package rerun_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// A failure is recorded once (a redelivered `completed` changes nothing), is
+// pending until decided, and is decided once: a second sweeper's decision is
+// ErrDecided and changes nothing.
+func TestCandidateIsRecordedAndDecidedOnce(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	ctx := t.Context()
+	c := candidate(t0, t0.Add(time.Minute))
+	c.Repository, c.RunID = "acme/app", 90
+	if fresh, err := s.Record(ctx, c, t0); err != nil || !fresh {
+		t.Fatalf("Record: %v %v", fresh, err)
+	}
+	again := c
+	again.Conclusion = "cancelled"
+	if fresh, err := s.Record(ctx, again, t0.Add(time.Second)); err != nil || fresh {
+		t.Fatalf("Record again: %v %v, want not fresh", fresh, err)
+	}
+	pending, err := s.Pending(ctx, "p")
+	if err != nil || len(pending) != 1 || pending[0].Conclusion != "failure" || pending[0].Recorded() != t0 {
+		t.Fatalf("Pending = %+v, %v", pending, err)
+	}
+	if other, err := s.Pending(ctx, "other"); err != nil || len(other) != 0 {
+		t.Fatalf("Pending(other) = %+v, %v", other, err)
+	}
+	c = pending[0]
+	c.Outcome, c.Cause = rerun.Rerun, "OOMKilled"
+	if err := s.Decide(ctx, c, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	c.Outcome = rerun.NotRerun
+	if err := s.Decide(ctx, c, t0.Add(2*time.Minute)); !errors.Is(err, rerun.ErrDecided) {
+		t.Fatalf("second Decide: %v, want ErrDecided", err)
+	}
+	got, ok, err := s.Get(ctx, "p", c.JobID)
+	if err != nil || !ok || got.Outcome != rerun.Rerun || got.Cause != "OOMKilled" || got.Decided() != t0.Add(time.Minute) {
+		t.Fatalf("Get = %+v %v %v", got, ok, err)
+	}
+	if pending, err := s.Pending(ctx, "p"); err != nil || len(pending) != 0 {
+		t.Fatalf("Pending after the decision = %+v, %v", pending, err)
+	}
+}
+
+// The budget counts re-runs per workflow run: with 1, the first job is charged,
+// charging it again is free, and another job of the run is refused; another run
+// has its own budget.
+func TestBudgetPerRun(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	ctx := t.Context()
+	job := func(id, run int64) rerun.Candidate {
+		return rerun.Candidate{Pool: "p", JobID: id, RunID: run, Repository: "acme/app"}
+	}
+	for _, step := range []struct {
+		c    rerun.Candidate
+		want bool
+	}{{job(1, 90), true}, {job(1, 90), true}, {job(2, 90), false}, {job(3, 91), true}} {
+		got, err := s.Charge(ctx, step.c, 1, t0)
+		if err != nil || got != step.want {
+			t.Fatalf("Charge(job %d of run %d) = %v %v, want %v", step.c.JobID, step.c.RunID, got, err, step.want)
+		}
+	}
+	if got, err := s.Charge(ctx, job(2, 90), 2, t0); err != nil || !got {
+		t.Fatalf("Charge with a budget of 2 = %v %v, want true", got, err)
+	}
+}
+
+// Deaths live in the runner's partition beside its job links, and neither
+// read returns the other's items.
+func TestDeathsBesideJobLinks(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	links := reservation.New(db, name, clock.RealClock{})
+	ctx := t.Context()
+	d := death("p-abcde-0", t0, t0.Add(time.Second))
+	if err := s.RecordDeath(ctx, d, t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordDeath(ctx, d, t0); err != nil { // the same death again: one item
+		t.Fatal(err)
+	}
+	if _, err := links.RecordRunner(ctx, reservation.Delivery{JobID: 5, RunnerName: "p-abcde-0", State: reservation.InProgress}); err != nil {
+		t.Fatal(err)
+	}
+	deaths, err := s.Deaths(ctx, "p-abcde-0")
+	if err != nil || len(deaths) != 1 || deaths[0] != d {
+		t.Fatalf("Deaths = %+v, %v, want %+v", deaths, err, d)
+	}
+	jobs, err := links.RunnerJobs(ctx, "p-abcde-0")
+	if err != nil || len(jobs) != 1 || jobs[0].JobID != 5 {
+		t.Fatalf("RunnerJobs = %+v, %v, want the one job", jobs, err)
+	}
+}
