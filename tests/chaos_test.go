@@ -52,7 +52,12 @@ import (
 // or runner container stopped under a running job, no job cancelled or failed,
 // no ephemeral runner running twice, unless a fault hit that very pod; no job
 // waiting over a minute while its pool has fewer runners than jobs and room for
-// more — and nothing is left at the end. The summary also sums the sweeper's
+// more — and nothing is left at the end. One job in 20 fails by itself (its
+// script exits 1) and must not be re-run; every other job that failed — its
+// runner died under a fault — must be re-run (the pools allow 3 re-runs per
+// workflow run), and every workflow run must end with a successful attempt
+// unless its budget was spent; the summary gives the time from each failure
+// to its re-run. The summary also sums the sweeper's
 // metrics of the removals each busy signal vetoed. `make
 // test` runs 60 jobs (about 2 minutes here); `make chaos` runs
 // RUNNERSCALER_CHAOS_JOBS (300 take about 7 minutes).
@@ -77,7 +82,8 @@ func TestChaos(t *testing.T) {
 		BusyLie:   loop.ScaledBusyLie(time.Second, seed),
 		Chaos:     loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}}, chaosTemplate)
 	const rate = 1.0 // jobs per second: what the node sustains with these faults on 2 cores
-	stream := loop.Generate(w.cfg, jobs, rate, time.Second, 3*time.Second, seed)
+	// One job in 20 fails by itself (its script exits 1): never re-run.
+	stream := loop.FailEvery(loop.Generate(w.cfg, jobs, rate, time.Second, 3*time.Second, seed), 20)
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -110,6 +116,10 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	<-done
+	// A failed job is decided the settling time after its failure, and a re-run
+	// then runs.
+	w.waitFor("every failed job decided and every re-run done", 5*time.Minute, w.rerunsSettled)
+	reruns := w.checkReruns(chaosRerunBudget)
 	// A persistent runner told "busy" while being stopped is asked again after a
 	// back-off of up to 5 minutes (internal/reconcile), meanwhile idle: hence 6.
 	w.waitFor("back to zero", 6*time.Minute, w.quiescent)
@@ -131,7 +141,14 @@ func TestChaos(t *testing.T) {
 		"the sweeper's busy signals over the run: %s; %s",
 		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), w.loop.Monitor.Handovers(), busySignals(w.loop.BusySignalMetrics()),
 		checkWindows(w.loop.RemovalCheckWindows()))
+	t.Logf("re-runs (%d per workflow run): %s", chaosRerunBudget, reruns)
+	for _, p := range reruns.problems {
+		t.Error(p)
+	}
 	w.noViolations()
+	if reruns.rerun == 0 || reruns.byItself == 0 {
+		t.Fatalf("re-runs: %s: a job dying with its runner, or one failing by itself, was never exercised", reruns)
+	}
 	if f.Dropped == 0 || f.Duplicated == 0 || f.KilledSweeps == 0 || kubeFaults.failed.Load() == 0 || api.failed == 0 {
 		t.Fatalf("faults %+v: the run injected no loss or duplication, so it proves nothing", f)
 	}
@@ -282,6 +299,9 @@ func chaosTemplate(img string) string {
 	return loop.Template{Image: img, MemoryLimit: "98304000"}.Spec()
 }
 
+// chaosRerunBudget is the chaos pools' rerunsPerRun: a re-run may be hit by another fault.
+const chaosRerunBudget = 3
+
 const chaosPools = `
 pools:
   - name: small
@@ -289,12 +309,14 @@ pools:
     labels: [small]
     maxReplicas: 10
     scaleDownDelaySecondsAfterScaleOut: 1
+    rerunsPerRun: 3
     kubernetes: {namespace: %[1]s, template: %[2]s}
   - name: big
     organization: acme
     labels: [big]
     maxReplicas: 6
     scaleDownDelaySecondsAfterScaleOut: 1
+    rerunsPerRun: 3
     kubernetes: {namespace: %[1]s, template: %[2]s}
   - name: keep
     organization: acme
@@ -302,6 +324,7 @@ pools:
     ephemeral: false
     maxReplicas: 3
     scaleDownDelaySecondsAfterScaleOut: 1
+    rerunsPerRun: 3
     kubernetes: {namespace: %[1]s, template: %[2]s}
 `
 

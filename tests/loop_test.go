@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -36,6 +37,8 @@ type world struct {
 	image string
 	left  []string   // what the last quiescence check found
 	logs  *logBuffer // the loop's log, when the test did not bring its own logger
+	db    *dynamodb.Client
+	table string
 }
 
 var (
@@ -97,7 +100,7 @@ func newWorldWith(t testing.TB, poolsYAML string, opts loop.Options, tmpls ...fu
 	apispec.Verify(t, l.Sim)
 	t.Cleanup(func() { releasePods(kube, ns) })
 	t.Cleanup(l.Stop)
-	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs}
+	return &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs, db: opts.DB, table: tableName}
 }
 
 // releasePods removes the finalizers of the pods in ns, so that deleting the

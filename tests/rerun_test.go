@@ -7,8 +7,14 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
+	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/status"
+	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -46,6 +52,7 @@ func TestOOMKilledJobIsRerunOnce(t *testing.T) {
 	if c.Outcome != rerun.Rerun || !strings.Contains(c.Cause, "OOMKilled") {
 		t.Fatalf("decision %+v: want a re-run caused by the OOM kill", c)
 	}
+	w.traceShowsRerun(first.ID, "re-run")
 	reruns := w.loop.Sim.Reruns()[first.ID]
 	if len(reruns) != 1 {
 		t.Fatalf("job %d re-run %d times, want once", first.ID, len(reruns))
@@ -73,6 +80,7 @@ func TestJobThatFailsByItselfIsNotRerun(t *testing.T) {
 	if got := w.loop.Sim.Reruns(); len(got) != 0 {
 		t.Fatalf("re-runs %v, want none", got)
 	}
+	w.traceShowsRerun(j.ID, "not re-run: its runner did not die under it")
 	if jobs := w.loop.Sim.Jobs(); len(jobs) != 1 || jobs[0].Conclusion != githubsim.JobFailure || jobs[0].ExitCode != 1 {
 		t.Fatalf("jobs %+v: want the one job, failed by its script", jobs)
 	}
@@ -144,4 +152,24 @@ func (w *world) decided(pool string, job int64) rerun.Candidate {
 		return ok && got.Outcome != rerun.Pending
 	})
 	return c
+}
+
+// traceShowsRerun checks that `runnerscaler status --job ID` shows what became
+// of the failed job.
+func (w *world) traceShowsRerun(job int64, want string) {
+	w.t.Helper()
+	clk := clock.RealClock{}
+	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
+		deliverylog.NewStore(w.db, w.table), w.kube, clk).WithReruns(rerun.NewStore(w.db, w.table))
+	tr, err := g.Trace(w.t.Context(), job)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out strings.Builder
+	if err := status.RenderTrace(&out, clk.Now(), tr); err != nil {
+		w.t.Fatal(err)
+	}
+	if tr.Rerun == nil || !strings.Contains(out.String(), want) {
+		w.t.Fatalf("status --job %d:\n%s\nwant a re-run line with %q", job, out.String(), want)
+	}
 }

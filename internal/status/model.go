@@ -135,6 +135,8 @@ type Trace struct {
 	// when none took it or it is gone (RunnerGone).
 	Runner     *Runner `json:"runner,omitempty"`
 	RunnerGone bool    `json:"runnerGone,omitempty"`
+	// Rerun: what became of the job when it failed on one of our runners.
+	Rerun *Rerun `json:"rerun,omitempty"`
 }
 
 // DeliveryCheck is what a scheduled sweep recorded of GitHub's log of the App's

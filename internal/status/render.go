@@ -266,6 +266,9 @@ func RenderTrace(w io.Writer, at time.Time, tr Trace) error {
 		t.row("why it waits", j.Waiting)
 	}
 	t.row("runner", runnerCell(tr))
+	if tr.Rerun != nil {
+		t.row("re-run", rerunCell(tr.Rerun))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -34,7 +34,8 @@ import (
 //     end well;
 //   - every job ends successfully: a job reported cancelled or failed (the
 //     simulator fails the job of a runner that died, see failLostJobs) is a
-//     violation unless a fault hit its runner's pod;
+//     violation unless a fault hit its runner's pod, or its script failed on
+//     its live runner (FailedByItself);
 //   - no job is lost because the product removed its runner's registration
 //     while it ran (which GitHub allows while its REST busy flag lies, see
 //     githubsim.BusyLie): such a job (githubsim.Job.LostRunner) is a violation
@@ -481,6 +482,8 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 		case judged:
 		case j.LostRunner && !l.Monitor.diedUnder(j):
 			l.Monitor.lostToRemoval(j)
+		case j.Conclusion == githubsim.JobFailure && FailedByItself(j):
+			// Its script failed on a live runner, as it was meant to.
 		case j.Conclusion != githubsim.JobSuccess:
 			l.Monitor.judge(j.RunnerName, fmt.Sprintf("job %d", j.ID), "job %d on runner %s ended %s", j.ID, j.RunnerName, j.Conclusion)
 		}
@@ -494,6 +497,12 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 			l.Monitor.judge(j.RunnerName, "runs "+j.RunnerName, "ephemeral runner %s ran %d jobs %v", j.RunnerName, len(ids), ids)
 		}
 	}
+}
+
+// FailedByItself: j's script exited non-zero on its runner, which reported it
+// (a job whose runner died has no exit code from its script).
+func FailedByItself(j githubsim.Job) bool {
+	return j.Script != "" && j.ExitCode != 0 && !j.LostRunner
 }
 
 func routeOf(j githubsim.Job) pool.Job {

@@ -25,6 +25,21 @@ type TraceJob struct {
 	Enterprise   string        `yaml:"enterprise"`
 	Labels       []string      `yaml:"labels"`
 	Duration     time.Duration `yaml:"duration"`
+	// Script, when set, is what the job runs (githubsim.JobSpec.Script): e.g.
+	// `exit 1` for a job that fails by itself.
+	Script string `yaml:"script"`
+}
+
+// FailingScript is the script of the jobs FailEvery makes fail by themselves.
+const FailingScript = "echo 'this job fails by itself'; exit 1"
+
+// FailEvery makes every nth job of jobs (n > 0) one that fails by itself: its
+// script exits 1 on a runner that stays alive.
+func FailEvery(jobs []TraceJob, n int) []TraceJob {
+	for i := n - 1; i < len(jobs); i += n {
+		jobs[i].Script = FailingScript
+	}
+	return jobs
 }
 
 // LoadTrace reads a YAML (or JSON) list of jobs; durations are Go durations ("2s").
@@ -83,7 +98,7 @@ func (l *Loop) Play(ctx context.Context, jobs []TraceJob) {
 		case <-time.After(time.Until(start.Add(j.At))):
 		}
 		l.Sim.QueueJob(githubsim.JobSpec{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise,
-			Labels: j.Labels, Duration: j.Duration})
+			Labels: j.Labels, Duration: j.Duration, Script: j.Script})
 	}
 }
 

@@ -55,6 +55,7 @@ type Gatherer struct {
 	deliveries   DeliveryChecks
 	kube         kubernetes.Interface
 	clock        clock.PassiveClock
+	reruns       Reruns // nil: Trace shows no re-runs (WithReruns)
 }
 
 // New returns a gatherer over the pools of cfg.
@@ -172,7 +173,11 @@ func (g *Gatherer) Trace(ctx context.Context, jobID int64) (status.Trace, error)
 				job.Waiting = q.Waiting
 			}
 		}
-		return status.NewTrace(g.clock.Now(), job, in.Runners), nil
+		tr := status.NewTrace(g.clock.Now(), job, in.Runners)
+		if tr.Rerun, err = g.rerunOf(ctx, job.RunnerName, jobID); err != nil {
+			return status.Trace{}, err
+		}
+		return tr, nil
 	}
 	us, err := g.reservations.UnroutedQueued(ctx)
 	if err != nil {
