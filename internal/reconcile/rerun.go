@@ -67,12 +67,18 @@ func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
 	}
 	for _, pod := range s.orphans {
 		if d, ok := death(pod, s.p.IsEphemeral()); ok {
-			errs = append(errs, r.opts.Reruns.RecordDeath(ctx, d, s.now))
+			if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
+				errs = append(errs, err)
+			}
 		}
+	}
+	if len(errs) > 0 {
+		// A death not recorded could be missing from a decision: decide next sweep.
+		return errors.Join(errs...)
 	}
 	pending, err := r.opts.Reruns.Pending(ctx, s.p.Name)
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return err
 	}
 	for _, c := range pending {
 		if err := r.decideRerun(ctx, s, c); err != nil {
