@@ -58,6 +58,8 @@ func TestDeathFromPod(t *testing.T) {
 		{"deleted by hand while running", deleting(runnerPod(running, corev1.ContainerState{}), ""), false, "pod deleted", at, at.Add(30 * time.Second)},
 		{"deleted after its runner exited", deleting(runnerPod(ended(0, "Completed", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
 			"", time.Time{}, time.Time{}},
+		{"deleted after its runner was OOM-killed", deleting(runnerPod(ended(137, "OOMKilled", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
+			"OOMKilled (exit code 137)", deathT0, deathT0.Add(time.Second)},
 		{"no pod", nil, true, "", time.Time{}, time.Time{}},
 	}
 	for _, tc := range cases {

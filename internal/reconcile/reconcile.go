@@ -200,10 +200,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	var errs []error
 	// Deaths are recorded first, before a stop can delete the pod that shows one.
 	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
-		if err := stage(ctx, s); err != nil {
+		err := stage(ctx, s)
+		if err != nil {
 			errs = append(errs, err)
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || errors.Is(err, errDeathsUnrecorded) {
 			break
 		}
 	}

@@ -39,6 +39,10 @@ type Rerunner interface {
 	RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error
 }
 
+// errDeathsUnrecorded: a death a pod shows could not be recorded; the sweep
+// stops before anything could delete that pod.
+var errDeathsUnrecorded = errors.New("runner deaths not recorded: this sweep stops here")
+
 // annotationDeath holds the key of the last death recorded from the pod.
 const annotationDeath = "runnerscaler.dev/death-recorded"
 
@@ -73,8 +77,9 @@ func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
 		}
 	}
 	if len(errs) > 0 {
-		// A death not recorded could be missing from a decision: decide next sweep.
-		return errors.Join(errs...)
+		// A death not recorded could be missing from a decision, and the
+		// stages after this one could delete the pod that shows it.
+		return fmt.Errorf("%w: %w", errDeathsUnrecorded, errors.Join(errs...))
 	}
 	pending, err := r.opts.Reruns.Pending(ctx, s.p.Name)
 	if err != nil {
@@ -108,9 +113,9 @@ func (r *Reconciler) noteDeath(ctx context.Context, s *sweep, rn *runner) error 
 	return nil
 }
 
-// death is the runner death pod shows, if any: its deletion (From: when it was
-// asked, To: the end of its grace period), or its runner container's end with
-// an OOM kill or a non-zero exit code. An ephemeral runner runs once, in its
+// death is the runner death pod shows, if any: its deletion while its runner
+// ran (From: when it was asked, To: the end of its grace period), or its runner
+// container's end with an OOM kill or a non-zero exit code. An ephemeral runner runs once, in its
 // pod's first container (a restarted one repeats the run's outcome, see
 // runner/entrypoint.sh), so its death is bounded by the pod's start and the
 // end the kubelet shows; a persistent runner's is that end.
@@ -125,10 +130,10 @@ func death(pod *corev1.Pod, ephemeral bool) (rerun.Death, bool) {
 		if g := pod.DeletionGracePeriodSeconds; g != nil {
 			from = end.Add(-time.Duration(*g) * time.Second)
 		}
-		if endedBefore(cs, from) {
-			return rerun.Death{}, false // the runner had ended already (an ephemeral runner after its job)
+		if !endedBefore(cs, from) {
+			return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli()}, true
 		}
-		return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli()}, true
+		// The runner had ended before the deletion: how it ended is what counts.
 	}
 	if cs == nil {
 		return rerun.Death{}, false

@@ -1,0 +1,269 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
+)
+
+// memReruns is an in-memory rerun.Store with its rules: a candidate is decided
+// once, a run's budget counts the jobs it paid for. failDeaths fails RecordDeath.
+type memReruns struct {
+	mu         sync.Mutex
+	deaths     map[string][]rerun.Death
+	cands      map[int64]rerun.Candidate
+	paid       map[int64][]int64 // run → jobs charged
+	failDeaths error
+	recorded   int
+}
+
+func newMemReruns() *memReruns {
+	return &memReruns{deaths: map[string][]rerun.Death{}, cands: map[int64]rerun.Candidate{}, paid: map[int64][]int64{}}
+}
+
+func (m *memReruns) RecordDeath(_ context.Context, d rerun.Death, _ time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failDeaths != nil {
+		return m.failDeaths
+	}
+	m.recorded++
+	for _, old := range m.deaths[d.Runner] {
+		if old.Key() == d.Key() {
+			return nil
+		}
+	}
+	m.deaths[d.Runner] = append(m.deaths[d.Runner], d)
+	return nil
+}
+
+func (m *memReruns) Deaths(_ context.Context, runner string) ([]rerun.Death, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]rerun.Death(nil), m.deaths[runner]...), nil
+}
+
+func (m *memReruns) Pending(_ context.Context, pool string) ([]rerun.Candidate, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []rerun.Candidate
+	for _, c := range m.cands {
+		if c.Pool == pool && c.Outcome == rerun.Pending {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (m *memReruns) Charge(_ context.Context, c rerun.Candidate, max int, _ time.Time) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, j := range m.paid[c.RunID] {
+		if j == c.JobID {
+			return true, nil
+		}
+	}
+	if len(m.paid[c.RunID]) >= max {
+		return false, nil
+	}
+	m.paid[c.RunID] = append(m.paid[c.RunID], c.JobID)
+	return true, nil
+}
+
+func (m *memReruns) Decide(_ context.Context, c rerun.Candidate, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cands[c.JobID].Outcome != rerun.Pending {
+		return rerun.ErrDecided
+	}
+	c.DecidedMillis = now.UnixMilli()
+	m.cands[c.JobID] = c
+	return nil
+}
+
+func (m *memReruns) Later(_ context.Context, c rerun.Candidate, next time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c.NextTryMillis = next.UnixMilli()
+	m.cands[c.JobID] = c
+	return nil
+}
+
+func (m *memReruns) get(job int64) rerun.Candidate {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cands[job]
+}
+
+// rerunEnv is an env whose reconciler re-runs, with one runner that ran job and
+// failed it in the simulator, and the webhook's record of that failure.
+type rerunEnv struct {
+	*env
+	store  *memReruns
+	runner string // the runner's pod
+	job    githubsim.Job
+}
+
+func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
+	t.Helper()
+	e := &rerunEnv{env: newEnv(t, true, opts...), store: newMemReruns()}
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(1, e.clock.Now())
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.runner = r.Name
+	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}})
+	if _, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil {
+		t.Fatalf("runner %s taking job %d: %v %v", r.Name, e.job.ID, ok, err)
+	}
+	if err := e.sim.CompleteJobAs(e.job.ID, githubsim.JobFailure); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	e.store.cands[e.job.ID] = rerun.Candidate{Pool: "p", JobID: e.job.ID, RunID: e.job.RunID, RunAttempt: 1, Repository: "acme/app",
+		Runner: e.runner, Conclusion: "failure", StartedMillis: now.Add(-30 * time.Second).UnixMilli(),
+		CompletedMillis: now.UnixMilli(), RecordedMillis: now.UnixMilli()}
+	return e
+}
+
+// oomKilled plays the kubelet reporting the runner container OOM-killed now.
+func (e *rerunEnv) oomKilled() {
+	e.t.Helper()
+	e.setRunnerStatus(strings.TrimSuffix(e.runner, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(e.clock.Now())}}})
+}
+
+func (e *rerunEnv) rerunCalls() int {
+	return e.sim.Calls()["POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun"]
+}
+
+// A job whose runner was OOM-killed under it is re-run once through GitHub, and
+// the decision names the cause; a sweep that could not record the death (a
+// refused write) decides nothing and stops before it could delete the pod
+// that shows the death (the finished runner is stopped by the next sweep).
+func TestJobOfARunnerThatDiedIsRerun(t *testing.T) {
+	e := newRerunEnv(t)
+	e.oomKilled()
+	e.store.failDeaths = errors.New("injected: DynamoDB refused the write")
+	if err := e.sweep(1, e.clock.Now()); err == nil {
+		t.Fatal("a sweep that could not record a death reported no error")
+	}
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || e.rerunCalls() != 0 {
+		t.Fatalf("decided %+v (%d re-run calls) without the death", c, e.rerunCalls())
+	}
+	if pod := e.pods()[strings.TrimSuffix(e.runner, "-0")]; pod == nil || pod.DeletionTimestamp != nil {
+		t.Fatalf("the pod that shows the death was deleted by a sweep that could not record it")
+	}
+	e.store.failDeaths = nil
+	e.clock.Step(rerun.Settle) // past the settling time: only the death can make it a re-run
+	_ = e.sweep(1, e.clock.Now())
+	c := e.store.get(e.job.ID)
+	if c.Outcome != rerun.Rerun || !strings.Contains(c.Cause, "OOMKilled") {
+		t.Fatalf("decision %+v: want a re-run caused by the OOM kill", c)
+	}
+	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 {
+		t.Fatalf("re-runs of job %d: %v, want one", e.job.ID, got)
+	}
+	_ = e.sweep(1, e.clock.Now())
+	if n := e.rerunCalls(); n != 1 {
+		t.Fatalf("%d re-run calls after another sweep, want 1", n)
+	}
+}
+
+// A job whose runner did not die is left failed once the settling time is
+// over, and pending before it.
+func TestJobThatFailedByItselfIsNotRerun(t *testing.T) {
+	e := newRerunEnv(t)
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending {
+		t.Fatalf("decided %+v within the settling time", c)
+	}
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.NotRerun || c.Cause != "" {
+		t.Fatalf("decision %+v: want not re-run, no death", c)
+	}
+	if n := e.rerunCalls(); n != 0 {
+		t.Fatalf("%d re-run calls", n)
+	}
+}
+
+// Without the App's `actions: write` GitHub refuses the re-run: that is final,
+// recorded with GitHub's message, and never asked again.
+func TestRerunWithoutPermissionIsRefusedOnce(t *testing.T) {
+	e := newRerunEnv(t, func(o *githubsim.Options) { o.ActionsReadOnly = true })
+	e.oomKilled()
+	_ = e.sweep(1, e.clock.Now())
+	c := e.store.get(e.job.ID)
+	if c.Outcome != rerun.Refused || !strings.Contains(c.Reason, "Resource not accessible by integration") {
+		t.Fatalf("decision %+v: want refused with GitHub's message", c)
+	}
+	for range 3 {
+		e.clock.Step(time.Hour)
+		_ = e.sweep(1, e.clock.Now())
+	}
+	if n := e.rerunCalls(); n != 1 {
+		t.Fatalf("%d re-run calls, want the one refused", n)
+	}
+}
+
+// A job of a run still in progress cannot be re-run yet (GitHub's 403): the
+// sweeper asks again after its back-off, and re-runs it once the run is over.
+func TestRerunWaitsForTheRunToComplete(t *testing.T) {
+	e := newRerunEnv(t)
+	other := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"other"}, RunID: e.job.RunID})
+	e.oomKilled()
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || c.Tries != 1 || c.NextTry().IsZero() {
+		t.Fatalf("decision %+v: want pending, asked once, with a next try", c)
+	}
+	_ = e.sweep(1, e.clock.Now()) // before the back-off: not asked
+	if n := e.rerunCalls(); n != 1 {
+		t.Fatalf("%d re-run calls within the back-off, want 1", n)
+	}
+	runner := e.register2(other)
+	if err := e.sim.CompleteJobAs(other.ID, githubsim.JobSuccess); err != nil {
+		t.Fatalf("completing job %d on %s: %v", other.ID, runner, err)
+	}
+	e.clock.Step(time.Minute)
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.Rerun || c.Tries != 2 {
+		t.Fatalf("decision %+v: want re-run on the second try", c)
+	}
+}
+
+// register2 registers a runner outside the pool that takes job (the run's
+// other job), and returns its name.
+func (e *rerunEnv) register2(j githubsim.Job) string {
+	e.t.Helper()
+	tok, err := e.gh.RegistrationToken(e.t.Context(), e.pool.Scope())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := e.sim.Register(githubsim.Registration{Token: tok.Token, Scope: "organization/acme", Name: "other-runner",
+		Labels: []string{"other"}, Ephemeral: true})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != j.ID {
+		e.t.Fatalf("other runner taking job %d: %v %v %v", j.ID, got.ID, ok, err)
+	}
+	return r.Name
+}
