@@ -183,10 +183,30 @@ func TestRemovalOutcomes(t *testing.T) {
 		}
 	}
 	gh.forbid.Store(false)
+	oldest := e.oldestStatefulSet()
 	e.mustSweep(1, time.Time{})
-	if got := e.statefulSets(); len(got) != 1 || got[0] != names[0] {
-		t.Fatalf("once removal is allowed: %v, want the oldest %s kept", got, names[0])
+	if got := e.statefulSets(); len(got) != 1 || got[0] != oldest {
+		t.Fatalf("once removal is allowed: %v, want the oldest %s kept", got, oldest)
 	}
+}
+
+// oldestStatefulSet is the runner scale-down keeps last: the oldest by creation
+// time (a second's precision), the first by name among equals (the API
+// server's list order).
+func (e *env) oldestStatefulSet() string {
+	e.t.Helper()
+	list, err := e.raw.AppsV1().StatefulSets(e.ns).List(e.t.Context(), metav1.ListOptions{LabelSelector: "!" + barrierLabel})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	oldest := ""
+	var at metav1.Time
+	for _, s := range list.Items {
+		if s.DeletionTimestamp == nil && (oldest == "" || s.CreationTimestamp.Before(&at)) {
+			oldest, at = s.Name, s.CreationTimestamp
+		}
+	}
+	return oldest
 }
 
 // TestRegistrationTimeoutReplaces: a pod Running and Ready for 10 minutes whose
