@@ -49,7 +49,7 @@ func TestOOMKilledJobIsRerunOnce(t *testing.T) {
 	first := w.runningJob(0)
 	w.oomKill(first)
 	c := w.decided("oom", first.ID)
-	if c.Outcome != rerun.Rerun || !strings.Contains(c.Cause, "OOMKilled") {
+	if c.Outcome != rerun.Rerun || !killed(c.Cause) {
 		t.Fatalf("decision %+v: want a re-run caused by the OOM kill", c)
 	}
 	w.traceShowsRerun(first.ID, "re-run")
@@ -102,13 +102,20 @@ func TestRerunBudgetStopsAJobThatKeepsDying(t *testing.T) {
 	second := w.runningJob(first.ID)
 	w.oomKill(second)
 	c := w.decided("oom", second.ID)
-	if c.Outcome != rerun.NotRerun || !strings.Contains(c.Reason, "budget of 1 re-run(s) is spent") || !strings.Contains(c.Cause, "OOMKilled") {
+	if c.Outcome != rerun.NotRerun || !strings.Contains(c.Reason, "budget of 1 re-run(s) is spent") || !killed(c.Cause) {
 		t.Fatalf("second attempt: %+v, want not re-run: the budget is spent", c)
 	}
 	if got := w.loop.Sim.Reruns()[first.ID]; len(got) != 1 {
 		t.Fatalf("re-runs of job %d: %v, want one", first.ID, got)
 	}
 	w.waitFor("back to zero", 2*time.Minute, w.quiescent)
+}
+
+// killed: the cause of a death is the OOM kill, as the kubelet reported it or,
+// once the container restarted, as the restarted ephemeral container repeats it.
+func killed(cause string) bool {
+	return strings.Contains(cause, "OOMKilled (exit code 137)") ||
+		strings.Contains(cause, "(exit code 137): runner died: its container was killed before its runner exited")
 }
 
 // runningJob waits for a job other than after (0: any) to run, and returns it.
