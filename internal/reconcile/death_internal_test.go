@@ -71,7 +71,8 @@ func TestDeathFromPod(t *testing.T) {
 			if !ok {
 				return
 			}
-			if !strings.Contains(d.Cause, tc.cause) || !d.From().Equal(tc.from) || !d.To().Equal(tc.to) || d.Runner != "p-abcde-0" {
+			if !strings.Contains(d.Cause, tc.cause) || !d.From().Equal(tc.from) || !d.To().Equal(tc.to) || d.Runner != "p-abcde-0" ||
+				d.Deleted != strings.HasPrefix(tc.cause, "pod deleted") {
 				t.Fatalf("death = %+v (from %s to %s), want %q from %s to %s", d, d.From(), d.To(), tc.cause, tc.from, tc.to)
 			}
 		})

@@ -131,7 +131,7 @@ func death(pod *corev1.Pod, ephemeral bool) (rerun.Death, bool) {
 			from = end.Add(-time.Duration(*g) * time.Second)
 		}
 		if !endedBefore(cs, from) {
-			return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli()}, true
+			return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli(), Deleted: true}, true
 		}
 		// The runner had ended before the deletion: how it ended is what counts.
 	}

@@ -94,6 +94,24 @@ type Death struct {
 	Cause      string `dynamodbav:"cause"`
 	FromMillis int64  `dynamodbav:"from"`
 	ToMillis   int64  `dynamodbav:"to"`
+	// Deleted: the pod was deleted while its runner ran; From is when the
+	// deletion was asked.
+	Deleted bool `dynamodbav:"deleted"`
+}
+
+// during reports whether d could have killed a job that ran from started to
+// completed: a container that ended within the job (with the margins), or a
+// deletion asked before the job completed whose grace period reaches the job
+// (a deletion asked after the job's end, such as the one that removes an
+// ephemeral runner after its job, killed nothing of it).
+func (d Death) during(started, completed time.Time) bool {
+	if d.To().Before(started.Add(-earlyMargin)) {
+		return false
+	}
+	if d.Deleted {
+		return d.From().Before(completed)
+	}
+	return !d.From().After(completed.Add(lateMargin))
 }
 
 // From and To bound when the runner died.
@@ -139,7 +157,7 @@ func Decide(c Candidate, deaths []Death, now time.Time) Verdict {
 		started = completed
 	}
 	for _, d := range deaths {
-		if d.Runner == c.Runner && !d.To().Before(started.Add(-earlyMargin)) && !d.From().After(completed.Add(lateMargin)) {
+		if d.Runner == c.Runner && d.during(started, completed) {
 			return Verdict{Outcome: Rerun, Cause: d.Cause}
 		}
 	}

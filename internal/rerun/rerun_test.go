@@ -1,7 +1,6 @@
 package rerun_test
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +19,14 @@ func death(runner string, from, to time.Time) rerun.Death {
 	return rerun.Death{Runner: runner, Cause: "runner container OOMKilled (exit code 137)", FromMillis: from.UnixMilli(), ToMillis: to.UnixMilli()}
 }
 
-// A death of the job's runner while the job ran is a re-run; one before the job
+func deleted(runner string, from, to time.Time) rerun.Death {
+	d := death(runner, from, to)
+	d.Cause, d.Deleted = "pod deleted", true
+	return d
+}
+
+// A death of the job's runner while the job ran is a re-run (a deletion only
+// when it was asked before the job ended); one before the job
 // started or after it completed (a persistent runner's earlier or later death),
 // or of another runner, is not; without one, the job failed by itself once the
 // settling time is over, and is pending before.
@@ -35,7 +41,9 @@ func TestDecide(t *testing.T) {
 		want   rerun.Outcome
 	}{
 		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, completed, rerun.Rerun},
-		{"pod deleted over the job's end", []rerun.Death{death(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, completed, rerun.Rerun},
+		{"pod deleted over the job's end", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, completed, rerun.Rerun},
+		{"handed a job as its pod was being deleted", []rerun.Death{deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second))}, completed, rerun.Rerun},
+		{"pod deleted after the job ended", []rerun.Death{deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second))}, later, rerun.NotRerun},
 		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, later, rerun.Rerun},
 		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, later, rerun.NotRerun},
 		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, later, rerun.NotRerun},
@@ -49,7 +57,7 @@ func TestDecide(t *testing.T) {
 			if v.Outcome != tc.want {
 				t.Fatalf("Decide = %+v, want %q", v, tc.want)
 			}
-			if v.Outcome == rerun.Rerun && !strings.Contains(v.Cause, "OOMKilled") {
+			if v.Outcome == rerun.Rerun && v.Cause != tc.deaths[0].Cause {
 				t.Fatalf("cause %q: want the death's", v.Cause)
 			}
 		})

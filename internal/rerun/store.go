@@ -192,11 +192,12 @@ func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:        aws.String(s.table),
 		Key:              table.Key(table.RunnerPK(d.Runner), table.DeathSK(d.FromMillis)),
-		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #ttl = :ttl"),
+		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",
-			"#ttl": table.TTLAttribute},
+			"#deleted": "deleted", "#ttl": table.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":runner": table.Str(d.Runner), ":cause": table.Str(d.Cause),
-			":from": table.Num(d.FromMillis), ":to": table.Num(d.ToMillis), ":ttl": table.Num(now.Add(Retention).Unix())},
+			":from": table.Num(d.FromMillis), ":to": table.Num(d.ToMillis), ":deleted": &types.AttributeValueMemberBOOL{Value: d.Deleted},
+			":ttl": table.Num(now.Add(Retention).Unix())},
 	})
 	if err != nil {
 		return fmt.Errorf("recording the death of runner %s: %w", d.Runner, err)
