@@ -177,12 +177,13 @@ func (c *converter) deployment(d, h *object) *draft {
 		c.runnerSet(d, dr, spec)
 	}
 	dr.replicas = c.intField(d, "spec.replicas", get(spec, "replicas"))
+	if h != nil {
+		c.autoscaler(h, dr) // reported even when the deployment cannot become a pool
+	}
 	if !c.scope(d, dr) {
 		return nil
 	}
-	if h != nil {
-		c.autoscaler(h, dr)
-	} else {
+	if h == nil {
 		c.fixedSize(d, dr)
 	}
 	c.finish(d, dr)
