@@ -118,21 +118,13 @@ func admitted(t *testing.T, what string, pools []byte) {
 func setPodField(t *testing.T, cfg *pool.Config, key string, value *yaml.Node) {
 	t.Helper()
 	for i := range cfg.Pools {
-		tmpl := &cfg.Pools[i].Kubernetes.Template
-		var spec *yaml.Node
-		for j := 0; j+1 < len(tmpl.Content); j += 2 {
-			if tmpl.Content[j].Value == "spec" {
-				spec = tmpl.Content[j+1]
-			}
-		}
+		spec := mappingValue(&cfg.Pools[i].Kubernetes.Template, "spec")
 		if spec == nil {
 			t.Fatalf("pool %s: template without spec", cfg.Pools[i].Name)
 		}
-		for j := 0; j+1 < len(spec.Content); j += 2 {
-			if spec.Content[j].Value == key {
-				spec.Content[j+1] = value
-				return
-			}
+		if old := mappingValue(spec, key); old != nil {
+			*old = *value
+			continue
 		}
 		spec.Content = append(spec.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: key}, value)
 	}
