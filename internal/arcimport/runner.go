@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -207,7 +208,7 @@ func (c *converter) env(o *object, p string, v *yaml.Node, runner bool) []*yaml.
 	for i, e := range v.Content {
 		ep := fmt.Sprintf("%s[%d]", p, i)
 		name := scalar(get(e, "name"))
-		if runner && (ownedEnv[name] || len(name) > 21 && name[:21] == "ACTIONS_RUNNER_INPUT_") {
+		if runner && (ownedEnv[name] || strings.HasPrefix(name, "ACTIONS_RUNNER_INPUT_")) {
 			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
 			continue
 		}
