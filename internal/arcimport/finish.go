@@ -50,8 +50,7 @@ func labelsPath(d *object) string {
 // runs in the runner container. A sidecar with ARC's docker settings is
 // written out in full, as runnerscaler's own would be.
 func (c *converter) docker(d *object, dr *draft) {
-	dind := dr.dind != nil && *dr.dind
-	sidecar := !dind && (dr.dockerEnabled == nil || *dr.dockerEnabled)
+	sidecar, dind := dr.docker()
 	if dind && dr.dockerEnabled != nil && *dr.dockerEnabled {
 		c.note(d, "dockerEnabled and dockerdWithinRunnerContainer: dockerd runs in the runner container, as in ARC")
 	}

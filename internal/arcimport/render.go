@@ -74,6 +74,8 @@ func (dr *draft) node() *yaml.Node {
 	return p.node()
 }
 
+// docker reports whether the pool has ARC's docker sidecar, or dockerd in the
+// runner container.
 func (dr *draft) docker() (sidecar, dind bool) {
 	dind = dr.dind != nil && *dr.dind
 	return !dind && (dr.dockerEnabled == nil || *dr.dockerEnabled), dind
