@@ -3,6 +3,7 @@
 //
 //	runnerscaler status [POOL] [--job ID] [-o table|json]   what it is doing, and why jobs wait
 //	runnerscaler drain -function NAME [-timeout 30m] [-cancel]   drain every pool before `sam delete`
+//	runnerscaler import-arc [-o FILE] [-runner-image IMAGE] FILE|DIR|- ...   ARC manifests into a pools file
 //
 // Each subcommand lives in its own file; this one only dispatches.
 package main
@@ -27,6 +28,8 @@ func main() {
 		err = runStatus(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
 	case "drain":
 		err = drain(ctx, os.Args[2:])
+	case "import-arc":
+		os.Exit(importARC(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
 	case "help", "-h", "--help":
 		usage()
 		return
@@ -47,6 +50,7 @@ func usage() {
 commands:
   status [POOL] [--job ID] [-o table|json]   pools, runners, waiting jobs and why; one pool's runners; one job's trace
   drain -function NAME [-timeout 30m] [-cancel]   stop every runner gracefully, then run 'sam delete'
+  import-arc [-o FILE] [-runner-image IMAGE] FILE|DIR|- ...   ARC manifests into a pools file (exit 3: some fields not carried)
 
 Run 'runnerscaler COMMAND -h' for a command's flags.
 `)

@@ -1,0 +1,122 @@
+package arcimport
+
+import (
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// get is the value of key in mapping m, or nil.
+func get(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// pairs calls f with each key and value of mapping m, in order.
+func pairs(m *yaml.Node, f func(key string, val *yaml.Node)) {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		f(m.Content[i].Value, m.Content[i+1])
+	}
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+}
+
+// scalar is a scalar's value, or "" (null, absent or not a scalar).
+func scalar(n *yaml.Node) string {
+	if isNull(n) || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return n.Value
+}
+
+// clean copies n without its comments, style or positions.
+func clean(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.AliasNode {
+		return clean(n.Alias)
+	}
+	out := &yaml.Node{Kind: n.Kind, Tag: n.Tag, Value: n.Value}
+	if n.Kind == yaml.ScalarNode && (n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle)) != 0 {
+		out.Style = yaml.DoubleQuotedStyle
+	}
+	for _, c := range n.Content {
+		out.Content = append(out.Content, clean(c))
+	}
+	return out
+}
+
+func str(v string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+}
+
+func num(v int) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!int", Value: strconv.Itoa(v)}
+}
+
+func boolean(v bool) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+}
+
+func seq(items ...*yaml.Node) *yaml.Node {
+	return &yaml.Node{Kind: yaml.SequenceNode, Content: items}
+}
+
+// omap is a mapping under construction: keys in insertion order, a later set
+// of a key replacing its value in place.
+type omap struct {
+	keys []string
+	vals map[string]*yaml.Node
+}
+
+func (m *omap) set(key string, v *yaml.Node) {
+	if m.vals == nil {
+		m.vals = map[string]*yaml.Node{}
+	}
+	if _, ok := m.vals[key]; !ok {
+		m.keys = append(m.keys, key)
+	}
+	m.vals[key] = v
+}
+
+func (m *omap) get(key string) *yaml.Node { return m.vals[key] }
+
+func (m *omap) empty() bool { return len(m.keys) == 0 }
+
+// appendSeq appends items to the sequence at key, creating it.
+func (m *omap) appendSeq(key string, items ...*yaml.Node) {
+	cur := m.get(key)
+	if cur == nil || cur.Kind != yaml.SequenceNode {
+		cur = seq()
+		m.set(key, cur)
+	}
+	cur.Content = append(cur.Content, items...)
+}
+
+func (m *omap) node() *yaml.Node {
+	n := &yaml.Node{Kind: yaml.MappingNode}
+	for _, k := range m.keys {
+		n.Content = append(n.Content, str(k), m.vals[k])
+	}
+	return n
+}
+
+// fromMapping is an omap holding a clean copy of mapping n.
+func fromMapping(n *yaml.Node) *omap {
+	m := &omap{}
+	pairs(n, func(k string, v *yaml.Node) { m.set(k, clean(v)) })
+	return m
+}
