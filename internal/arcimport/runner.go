@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
@@ -190,13 +190,6 @@ func (c *converter) mergeContainer(o *object, dr *draft, p string, target *omap,
 	})
 }
 
-// ownedEnv is the runner container's environment that runnerscaler sets (or
-// its image does); a template may not set it.
-var ownedEnv = map[string]bool{"RUNNER_TOKEN": true, "RUNNER_NAME": true, "GITHUB_URL": true, "RUNNER_LABELS": true,
-	"RUNNER_GROUP": true, "RUNNER_EPHEMERAL": true, "RUNNER_ENTERPRISE": true, "RUNNER_ORG": true, "RUNNER_REPO": true,
-	"RUNNER_STATE_DIR": true, "RUNNER_JOB_DIR": true, "RUNNER_HOOKS_DIR": true, "RUNNER_WORKER_PATTERN": true,
-	"RUNNER_SETPRIV": true}
-
 // env carries an env list: a value that is not a string is written as one
 // (Kubernetes takes strings only), and in the runner container the variables
 // runnerscaler sets are dropped.
@@ -208,7 +201,7 @@ func (c *converter) env(o *object, p string, v *yaml.Node, runner bool) []*yaml.
 	for i, e := range v.Content {
 		ep := fmt.Sprintf("%s[%d]", p, i)
 		name := scalar(get(e, "name"))
-		if runner && (ownedEnv[name] || strings.HasPrefix(name, "ACTIONS_RUNNER_INPUT_")) {
+		if runner && runnerpod.OwnedEnv(name) {
 			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
 			continue
 		}

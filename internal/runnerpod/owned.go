@@ -45,6 +45,14 @@ var ownedEnv = map[string]string{
 // from ACTIONS_RUNNER_INPUT_*.
 const ownedEnvPrefix = "ACTIONS_RUNNER_INPUT_"
 
+// OwnedEnv reports whether name is a runner container variable the
+// runnerscaler sets (or its image's entrypoint reads), which a pool's template
+// may not set.
+func OwnedEnv(name string) bool {
+	_, owned := ownedEnv[name]
+	return owned || strings.HasPrefix(name, ownedEnvPrefix)
+}
+
 // ownedByUs finds, in the template as the pool wrote it, what only the
 // runnerscaler may set, and names the field by its path in the template.
 func ownedByUs(tmpl corev1.PodTemplateSpec) error {
