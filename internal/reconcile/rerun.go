@@ -196,7 +196,19 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	if err != nil {
 		return err
 	}
-	v := rerun.Decide(c, deaths, s.now)
+	var starts []time.Time
+	if len(deaths) > 0 {
+		links, err := r.opts.JobLinks.RunnerJobs(ctx, c.Runner)
+		if err != nil {
+			return err
+		}
+		for _, l := range links {
+			if l.JobID != c.JobID && l.StartedMillis != 0 {
+				starts = append(starts, time.UnixMilli(l.StartedMillis))
+			}
+		}
+	}
+	v := rerun.Decide(c, deaths, starts, s.now)
 	switch v.Outcome {
 	case rerun.Pending:
 		return nil

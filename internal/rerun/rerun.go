@@ -146,9 +146,12 @@ type Verdict struct {
 }
 
 // Decide says whether the job of c died with its runner: a death of c's runner
-// whose time overlaps the job's run is a re-run; none, once Settle has passed
-// since the job completed, means the job failed by itself.
-func Decide(c Candidate, deaths []Death, now time.Time) Verdict {
+// whose time overlaps the job's run is a re-run — unless another job started on
+// the runner after c's job and before the death (a persistent runner that took
+// its next job at once: the death is that job's); none, once Settle has passed
+// since the job completed, means the job failed by itself. starts are when the
+// runner's jobs started, as their `in_progress` deliveries were recorded.
+func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verdict {
 	started, completed := c.Started(), c.Completed()
 	if completed.IsZero() {
 		completed = c.Recorded()
@@ -157,7 +160,7 @@ func Decide(c Candidate, deaths []Death, now time.Time) Verdict {
 		started = completed
 	}
 	for _, d := range deaths {
-		if d.Runner == c.Runner && d.during(started, completed) {
+		if d.Runner == c.Runner && d.during(started, completed) && !startedBetween(starts, started, d.From()) {
 			return Verdict{Outcome: Rerun, Cause: d.Cause}
 		}
 	}
@@ -165,6 +168,17 @@ func Decide(c Candidate, deaths []Death, now time.Time) Verdict {
 		return Verdict{}
 	}
 	return Verdict{Outcome: NotRerun, Reason: "its runner did not die under it: the job failed by itself"}
+}
+
+// startedBetween: a job started on the runner after this job's start (a second
+// later, for the precision of GitHub's started_at) and at or before t.
+func startedBetween(starts []time.Time, started, t time.Time) bool {
+	for _, s := range starts {
+		if s.After(started.Add(time.Second)) && !s.After(t) {
+			return true
+		}
+	}
+	return false
 }
 
 // InScope reports whether repo ("owner/name") is one the pool's scope serves:

@@ -37,23 +37,28 @@ func TestDecide(t *testing.T) {
 	cases := []struct {
 		name   string
 		deaths []rerun.Death
+		starts []time.Time // of the runner's other jobs
 		now    time.Time
 		want   rerun.Outcome
 	}{
-		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, completed, rerun.Rerun},
-		{"pod deleted over the job's end", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, completed, rerun.Rerun},
-		{"handed a job as its pod was being deleted", []rerun.Death{deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second))}, completed, rerun.Rerun},
-		{"pod deleted after the job ended", []rerun.Death{deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second))}, later, rerun.NotRerun},
-		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, later, rerun.Rerun},
-		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, later, rerun.NotRerun},
-		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, later, rerun.NotRerun},
-		{"another runner died", []rerun.Death{death("p-zzzzz-0", t0.Add(time.Second), t0.Add(time.Second))}, later, rerun.NotRerun},
-		{"no death yet, settling", nil, completed.Add(rerun.Settle - time.Second), rerun.Pending},
-		{"no death, settled", nil, later, rerun.NotRerun},
+		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, nil, completed, rerun.Rerun},
+		{"pod deleted over the job's end", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, nil, completed, rerun.Rerun},
+		{"handed a job as its pod was being deleted", []rerun.Death{deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second))}, nil, completed, rerun.Rerun},
+		{"pod deleted after the job ended", []rerun.Death{deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second))}, nil, later, rerun.NotRerun},
+		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, nil, later, rerun.Rerun},
+		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, nil, later, rerun.NotRerun},
+		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, nil, later, rerun.NotRerun},
+		{"another runner died", []rerun.Death{death("p-zzzzz-0", t0.Add(time.Second), t0.Add(time.Second))}, nil, later, rerun.NotRerun},
+		{"its next job started before the death", []rerun.Death{death(c.Runner, completed.Add(3*time.Second), completed.Add(3*time.Second))},
+			[]time.Time{completed.Add(time.Second)}, later, rerun.NotRerun},
+		{"a job that started before it", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))},
+			[]time.Time{t0.Add(-time.Minute)}, completed, rerun.Rerun},
+		{"no death yet, settling", nil, nil, completed.Add(rerun.Settle - time.Second), rerun.Pending},
+		{"no death, settled", nil, nil, later, rerun.NotRerun},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := rerun.Decide(c, tc.deaths, tc.now)
+			v := rerun.Decide(c, tc.deaths, tc.starts, tc.now)
 			if v.Outcome != tc.want {
 				t.Fatalf("Decide = %+v, want %q", v, tc.want)
 			}
@@ -68,7 +73,7 @@ func TestDecide(t *testing.T) {
 func TestDecideSettlesFromTheRecording(t *testing.T) {
 	c := candidate(t0, t0.Add(time.Second))
 	c.RecordedMillis = t0.Add(time.Hour).UnixMilli()
-	if v := rerun.Decide(c, nil, t0.Add(time.Hour+time.Second)); v.Outcome != rerun.Pending {
+	if v := rerun.Decide(c, nil, nil, t0.Add(time.Hour+time.Second)); v.Outcome != rerun.Pending {
 		t.Fatalf("Decide = %+v, want pending until the settling time after the recording", v)
 	}
 }

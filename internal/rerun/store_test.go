@@ -97,12 +97,21 @@ func TestDeathsBesideJobLinks(t *testing.T) {
 	if _, err := links.RecordRunner(ctx, reservation.Delivery{JobID: 5, RunnerName: "p-abcde-0", State: reservation.InProgress}); err != nil {
 		t.Fatal(err)
 	}
+	started := time.Now()
+	if _, err := links.RecordRunner(ctx, reservation.Delivery{JobID: 5, RunnerName: "p-abcde-0", State: reservation.Completed}); err != nil {
+		t.Fatal(err)
+	}
 	deaths, err := s.Deaths(ctx, "p-abcde-0")
 	if err != nil || len(deaths) != 1 || deaths[0] != d {
 		t.Fatalf("Deaths = %+v, %v, want %+v", deaths, err, d)
 	}
 	jobs, err := links.RunnerJobs(ctx, "p-abcde-0")
-	if err != nil || len(jobs) != 1 || jobs[0].JobID != 5 {
-		t.Fatalf("RunnerJobs = %+v, %v, want the one job", jobs, err)
+	if err != nil || len(jobs) != 1 || jobs[0].JobID != 5 || jobs[0].State != reservation.Completed {
+		t.Fatalf("RunnerJobs = %+v, %v, want the one job, completed", jobs, err)
+	}
+	// The start is kept when the job completes: a persistent runner's death
+	// after its next job started is that job's (rerun.Decide).
+	if at := time.UnixMilli(jobs[0].StartedMillis); jobs[0].StartedMillis == 0 || at.After(started) {
+		t.Fatalf("StartedMillis %d: want the in_progress's time, kept by the completed", jobs[0].StartedMillis)
 	}
 }

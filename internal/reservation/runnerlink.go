@@ -33,6 +33,9 @@ type RunnerJob struct {
 	State State  `dynamodbav:"state"`
 	// AtMillis is when the delivery that moved the link to State was recorded.
 	AtMillis int64 `dynamodbav:"at"`
+	// StartedMillis is when its `in_progress` was recorded (0: none was, the
+	// `completed` came first or alone).
+	StartedMillis int64 `dynamodbav:"startedAt"`
 }
 
 // At is when the link's latest state was recorded.
@@ -56,14 +59,18 @@ func (s *Store) RecordRunner(ctx context.Context, d Delivery) (Outcome, error) {
 	if d.State == Completed {
 		ttl = now.Add(s.retention)
 	}
+	update := "SET #state = :state, #runner = :runner, #job = :job, #pool = :pool, #at = :at, #ttl = :ttl"
+	names := map[string]string{"#state": "state", "#runner": "runner", "#job": "jobId", "#pool": "pool", "#at": "at", "#ttl": table.TTLAttribute}
+	if d.State == InProgress {
+		update += ", #started = :at"
+		names["#started"] = "startedAt"
+	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
-		Key:                 table.Key(table.RunnerPK(d.RunnerName), table.JobSK(d.JobID)),
-		UpdateExpression:    aws.String("SET #state = :state, #runner = :runner, #job = :job, #pool = :pool, #at = :at, #ttl = :ttl"),
-		ConditionExpression: aws.String("attribute_not_exists(#state) OR #state < :state"),
-		ExpressionAttributeNames: map[string]string{
-			"#state": "state", "#runner": "runner", "#job": "jobId", "#pool": "pool", "#at": "at", "#ttl": table.TTLAttribute,
-		},
+		TableName:                aws.String(s.table),
+		Key:                      table.Key(table.RunnerPK(d.RunnerName), table.JobSK(d.JobID)),
+		UpdateExpression:         aws.String(update),
+		ConditionExpression:      aws.String("attribute_not_exists(#state) OR #state < :state"),
+		ExpressionAttributeNames: names,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":state":  table.Num(int64(d.State)),
 			":runner": table.Str(d.RunnerName),
