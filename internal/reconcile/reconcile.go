@@ -90,6 +90,8 @@ type Reconciler struct {
 	templates map[string]built
 	// admitted: template hashes the API server admitted in a dry run (see dryRun).
 	admitted sync.Map
+	// deaths: runner deaths this process recorded ("<runner>/<key>", rerun.go).
+	deaths sync.Map
 }
 
 type built struct {

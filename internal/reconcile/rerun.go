@@ -99,9 +99,13 @@ func (r *Reconciler) noteDeath(ctx context.Context, s *sweep, rn *runner) error 
 	if !ok || rn.pod.Annotations[annotationDeath] == d.Key() {
 		return nil
 	}
+	if _, seen := r.deaths.Load(d.Runner + "/" + d.Key()); seen {
+		return nil // recorded by an earlier sweep of this process (a pod being deleted keeps no annotation)
+	}
 	if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
 		return err
 	}
+	r.deaths.Store(d.Runner+"/"+d.Key(), struct{}{})
 	s.reruns.deaths++
 	s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "at", d.To())
 	if rn.pod.DeletionTimestamp != nil {
