@@ -48,7 +48,7 @@ const annotationDeath = "runnerscaler.dev/death-recorded"
 
 // Back-off of a re-run GitHub refused for now.
 const (
-	rerunBackoff    = 15 * time.Second
+	rerunBackoff    = 5 * time.Second
 	rerunBackoffMax = 10 * time.Minute
 )
 
