@@ -73,6 +73,10 @@ type Options struct {
 	// BusyLie, when set, makes the REST API's busy flag lie as GitHub's does (see
 	// BusyLie; SetBusyLie changes it later). New panics when it is invalid.
 	BusyLie *BusyLie
+	// Budget, when set, enforces GitHub's secondary and registration limits
+	// besides the primary one, which its Core replaces RateLimit with (see
+	// Budget, GitHubBudget). New panics when it is invalid.
+	Budget *Budget
 }
 
 // Runner is a runner's state in the simulator.
@@ -119,6 +123,7 @@ type Server struct {
 	assigned map[int64]assignment
 	lost     []int64
 	liesTold int
+	budget   *budget // nil: no limits but the primary one (budget.go)
 }
 
 type installationToken struct {
@@ -167,6 +172,12 @@ func New(opts Options) *Server {
 		restBusy: map[int64]bool{}, assigned: map[int64]assignment{}}
 	if err := s.SetBusyLie(opts.BusyLie); err != nil {
 		panic("githubsim: Options." + err.Error())
+	}
+	if opts.Budget != nil {
+		if err := opts.Budget.Validate(); err != nil {
+			panic("githubsim: Options." + err.Error())
+		}
+		s.opts.RateLimit, s.budget = opts.Budget.Core, newBudget(*opts.Budget)
 	}
 	s.routes()
 	return s
