@@ -215,3 +215,15 @@ func (s *Server) refusedCore() {
 		s.budget.mu.Unlock()
 	}
 }
+
+// RateReset is when the primary window of an installation resets (the zero
+// time when it has not called yet or its window ended).
+func (s *Server) RateReset(installation int64) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.rate[fmt.Sprintf("installation/%d", installation)]
+	if w == nil || !s.opts.Clock.Now().Before(w.reset) {
+		return time.Time{}
+	}
+	return w.reset
+}
