@@ -19,7 +19,9 @@
 //     a job's assignment and at moments mid-job, a removal then failing the job);
 //   - primary rate limits per installation with X-RateLimit-* headers, 403 when
 //     exhausted; knobs to exhaust them, to answer with a secondary limit
-//     (Retry-After) and to inject 5xx;
+//     (Retry-After) and to inject 5xx; and, opt-in, GitHub's whole budget
+//     (budget.go): concurrent requests, points per endpoint a minute and
+//     runner registrations an hour;
 //   - runner state that tests and the closed loop drive through the Go API:
 //     register with a token or JIT config, busy/idle, online/offline, and ephemeral
 //     runners that disappear after their job;
