@@ -33,8 +33,10 @@ func (s *Server) routes() {
 	s.rerunRoutes()
 }
 
-// handle registers h and counts its calls by pattern.
+// handle registers h, within the budget when there is one, and counts its
+// calls by pattern.
 func (s *Server) handle(pattern string, h http.HandlerFunc) {
+	h = s.budgeted(pattern, h)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.calls[pattern]++

@@ -76,16 +76,9 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, countIt fu
 		writeError(w, inj.status, http.StatusText(inj.status))
 		return false
 	}
-	now := s.opts.Clock.Now()
-	win := s.rate[identity]
-	if win == nil || !now.Before(win.reset) {
-		win = &rateWindow{reset: now.Add(time.Hour).Truncate(time.Second)}
-		if now.Before(s.exhaustedUntil) {
-			win.used, win.reset = s.opts.RateLimit, s.exhaustedUntil
-		}
-		s.rate[identity] = win
-	}
+	win := s.windowLocked(identity)
 	if win.used >= s.opts.RateLimit {
+		s.refusedCore()
 		s.rateHeaders(w, win)
 		writeErrorDoc(w, http.StatusForbidden, "API rate limit exceeded for "+identity+".",
 			"https://docs.github.com/rest/overview/resources-in-the-rest-api#rate-limiting")
@@ -96,6 +89,20 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, countIt fu
 	}
 	s.rateHeaders(w, win)
 	return true
+}
+
+// windowLocked is identity's primary window now, a new one when the last has reset.
+func (s *Server) windowLocked(identity string) *rateWindow {
+	now := s.opts.Clock.Now()
+	win := s.rate[identity]
+	if win == nil || !now.Before(win.reset) {
+		win = &rateWindow{reset: now.Add(time.Hour).Truncate(time.Second)}
+		if now.Before(s.exhaustedUntil) {
+			win.used, win.reset = s.opts.RateLimit, s.exhaustedUntil
+		}
+		s.rate[identity] = win
+	}
+	return win
 }
 
 func (s *Server) rateHeaders(w http.ResponseWriter, win *rateWindow) {

@@ -19,7 +19,9 @@
 //     a job's assignment and at moments mid-job, a removal then failing the job);
 //   - primary rate limits per installation with X-RateLimit-* headers, 403 when
 //     exhausted; knobs to exhaust them, to answer with a secondary limit
-//     (Retry-After) and to inject 5xx;
+//     (Retry-After) and to inject 5xx; and, opt-in, GitHub's whole budget
+//     (budget.go): concurrent requests, points per endpoint a minute and
+//     runner registrations an hour;
 //   - runner state that tests and the closed loop drive through the Go API:
 //     register with a token or JIT config, busy/idle, online/offline, and ephemeral
 //     runners that disappear after their job;
@@ -79,6 +81,10 @@ type Options struct {
 	// permission instead of `actions: write`: re-running a job is then refused
 	// (403 "Resource not accessible by integration"), as for an App not granted it.
 	ActionsReadOnly bool
+	// Budget, when set, enforces GitHub's secondary and registration limits
+	// besides the primary one, which its Core replaces RateLimit with (see
+	// Budget, GitHubBudget). New panics when it is invalid.
+	Budget *Budget
 }
 
 // Runner is a runner's state in the simulator.
@@ -125,6 +131,7 @@ type Server struct {
 	assigned map[int64]assignment
 	lost     []int64
 	liesTold int
+	budget   *budget // nil: no limits but the primary one (budget.go)
 }
 
 type installationToken struct {
@@ -173,6 +180,12 @@ func New(opts Options) *Server {
 		restBusy: map[int64]bool{}, assigned: map[int64]assignment{}}
 	if err := s.SetBusyLie(opts.BusyLie); err != nil {
 		panic("githubsim: Options." + err.Error())
+	}
+	if opts.Budget != nil {
+		if err := opts.Budget.Validate(); err != nil {
+			panic("githubsim: Options." + err.Error())
+		}
+		s.opts.RateLimit, s.budget = opts.Budget.Core, newBudget(*opts.Budget)
 	}
 	s.routes()
 	return s

@@ -1,7 +1,8 @@
 // Command benchtable reads `go test -bench` output on stdin, passes it through, and
 // prints at the end one table of every benchmark's reported metrics — what
 // `make bench` shows — and, when BenchmarkCostPer1000Jobs ran, what its usage
-// costs in dollars (cost.go).
+// costs in dollars (cost.go); when BenchmarkScaleEnvelope ran, the scale
+// envelope against its goals (scale.go).
 package main
 
 import (
@@ -51,4 +52,5 @@ func main() {
 	}
 	_ = tw.Flush()
 	printCost(os.Stdout, rows)
+	printScale(os.Stdout, rows)
 }
