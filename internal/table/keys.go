@@ -1,6 +1,9 @@
 package table
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // The key schema: every item's partition key (PK) and sort key (SK) is made here.
 //
@@ -8,6 +11,7 @@ import "strconv"
 //	POOL#<pool>       JOB#<jobId>          a job's reservation (reservation)
 //	POOL#<pool>       STATUS               the pool's status (poolstate)
 //	POOL#<pool>       LEASE                the pool's lease (lease)
+//	POOL#<pool>       WAIT#<minute>        queue waits of the pool's jobs started that minute (queuewait)
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
 //	TABLE             INDEX#active         the active index's marker (reservation)
@@ -31,6 +35,14 @@ const JobSKPrefix = "JOB#"
 // JobSK is the sort key of a job's item, in a pool's, a runner's or the
 // unrouted partition.
 func JobSK(jobID int64) string { return JobSKPrefix + strconv.FormatInt(jobID, 10) }
+
+// WaitSKPrefix begins the sort key of every queue-wait item (WaitSK).
+const WaitSKPrefix = "WAIT#"
+
+// WaitSK is the sort key of the queue-wait item of the minute holding t, in a
+// pool's partition. The minute is written in UTC with a fixed width, so the
+// sort keys of the minutes sort as the minutes do.
+func WaitSK(t time.Time) string { return WaitSKPrefix + t.UTC().Truncate(time.Minute).Format("2006-01-02T15:04Z") }
 
 // Partitions that do not belong to a pool or a runner, and the sort keys of the
 // items in them and in a pool's partition.
