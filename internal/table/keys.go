@@ -42,7 +42,9 @@ const WaitSKPrefix = "WAIT#"
 // WaitSK is the sort key of the queue-wait item of the minute holding t, in a
 // pool's partition. The minute is written in UTC with a fixed width, so the
 // sort keys of the minutes sort as the minutes do.
-func WaitSK(t time.Time) string { return WaitSKPrefix + t.UTC().Truncate(time.Minute).Format("2006-01-02T15:04Z") }
+func WaitSK(t time.Time) string {
+	return WaitSKPrefix + t.UTC().Truncate(time.Minute).Format("2006-01-02T15:04Z")
+}
 
 // Partitions that do not belong to a pool or a runner, and the sort keys of the
 // items in them and in a pool's partition.

@@ -16,6 +16,11 @@
 // never logged, nor the payload whole: a delivery's log line carries its
 // delivery id and event and, of a workflow_job, the action, job id, repository,
 // labels, runner name and id, pool and outcome.
+//
+// The `in_progress` that moves a job forward also gives the job's wait for a
+// runner, from its created_at to its started_at (package queuewait): a
+// QueueWaitSeconds metric of its pool, kept for `runnerscaler status` when the
+// handler has somewhere to keep it (WithQueueWaits).
 package webhook
 
 import (
@@ -68,6 +73,7 @@ type Handler struct {
 	log     *slog.Logger
 	maxBody int
 	metrics *emf.Writer
+	waits   QueueWaits
 }
 
 // Option configures a Handler.
@@ -237,6 +243,9 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
 			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
 	}
+	if state == reservation.InProgress && outcome == reservation.Applied {
+		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
+	}
 	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
 		attrs = append(attrs, h.nudge(ctx, ev))
 	}
@@ -313,6 +322,9 @@ type job struct {
 	// created is when GitHub created the job, in UTC; zero when the payload
 	// does not say, or when the job deploys to an environment (see parseJob).
 	created time.Time
+	// started is workflow_job.started_at, in UTC; zero when the payload does
+	// not say or says something that is not a time (see startedAt).
+	started time.Time
 }
 
 // payload is the part of a workflow_job delivery the handler reads. go-github's
@@ -326,6 +338,7 @@ type payload struct {
 		RunnerID   int64    `json:"runner_id"`
 		RunnerName string   `json:"runner_name"`
 		CreatedAt  string   `json:"created_at"`
+		StartedAt  string   `json:"started_at"`
 	} `json:"workflow_job"`
 	// Deployment is present for a job that deploys to an environment.
 	Deployment json.RawMessage `json:"deployment"`
@@ -370,6 +383,7 @@ func parseJob(body []byte) (job, error) {
 	}
 	return job{
 		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
+		started: startedAt(wj.StartedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
 	}, nil
@@ -391,6 +405,17 @@ func createdAt(raw string, deployment json.RawMessage) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	return t.UTC(), nil
+}
+
+// startedAt parses workflow_job.started_at (RFC 3339); zero when it is empty
+// or not a time. It only feeds the job's queue wait, which a delivery can go
+// without: unlike a bad created_at, a bad started_at rejects nothing.
+func startedAt(raw string) time.Time {
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
 }
 
 // hours renders a whole number of hours as "24h".
