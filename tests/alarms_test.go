@@ -12,9 +12,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
 
-// TestAlarms: the three alarms watch what the README says, and notify the topic.
+// TestAlarms: the alarms watch what the README says, and notify the topic.
 func TestAlarms(t *testing.T) {
 	t.Parallel()
 	tmpl := openTemplate(t)
@@ -35,6 +36,25 @@ func TestAlarms(t *testing.T) {
 	if def, _ := numberDefault(rawTemplate(t), "QueuedAgeAlarmSeconds"); queued.Threshold == nil || def == nil ||
 		fmt.Sprint(*queued.Threshold) != fmt.Sprint(def) || queued.ComparisonOperator != "GreaterThanThreshold" {
 		t.Errorf("OldestQueuedAgeAlarm threshold %v %s, want > the QueuedAgeAlarmSeconds parameter (%v)", queued.Threshold, queued.ComparisonOperator, def)
+	}
+	slow, err := tmpl.GetCloudWatchAlarmWithName("QueueWaitP95Alarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The webhook's metric, in the series without dimensions that holds every pool's waits.
+	if slow.Namespace == nil || *slow.Namespace != emf.Namespace || slow.MetricName == nil || *slow.MetricName != webhook.QueueWaitMetric ||
+		len(slow.Dimensions) != 0 || slow.ExtendedStatistic == nil || *slow.ExtendedStatistic != "p95" || slow.Statistic != nil {
+		t.Errorf("QueueWaitP95Alarm watches %v %v %+v at %v/%v, want %s %s without dimensions at p95",
+			slow.Namespace, slow.MetricName, slow.Dimensions, slow.ExtendedStatistic, slow.Statistic, emf.Namespace, webhook.QueueWaitMetric)
+	}
+	if def, _ := numberDefault(rawTemplate(t), "QueueWaitP95Seconds"); slow.Threshold == nil || def == nil || fmt.Sprint(def) != "120" ||
+		fmt.Sprint(*slow.Threshold) != fmt.Sprint(def) || slow.ComparisonOperator != "GreaterThanThreshold" {
+		t.Errorf("QueueWaitP95Alarm threshold %v %s, want > the QueueWaitP95Seconds parameter (%v, default 120)", slow.Threshold, slow.ComparisonOperator, def)
+	}
+	if slow.Period == nil || *slow.Period != 300 || slow.EvaluationPeriods != 2 || slow.DatapointsToAlarm == nil || *slow.DatapointsToAlarm != 2 ||
+		slow.TreatMissingData == nil || *slow.TreatMissingData != "notBreaching" {
+		t.Errorf("QueueWaitP95Alarm evaluates %v s × %d (%v to alarm), missing data %v; want 300 s, 2 of 2, not breaching",
+			slow.Period, slow.EvaluationPeriods, slow.DatapointsToAlarm, slow.TreatMissingData)
 	}
 	forbidden, err := tmpl.GetCloudWatchAlarmWithName("RemovalsForbiddenAlarm")
 	if err != nil {
@@ -73,8 +93,9 @@ func TestDashboard(t *testing.T) {
 	if !ok {
 		t.Fatalf("dashboard body is not a !Sub: %.80s", d.DashboardBody)
 	}
-	// The one substitution outside a JSON string is the alarm threshold, a number.
+	// The substitutions outside a JSON string are the alarm thresholds, numbers.
 	body = strings.ReplaceAll(body, "${QueuedAgeAlarmSeconds}", "900")
+	body = strings.ReplaceAll(body, "${QueueWaitP95Seconds}", "120")
 	var doc struct {
 		Widgets []struct {
 			Type       string          `json:"type"`
@@ -85,7 +106,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard body is not JSON: %v", err)
 	}
 	all := body
-	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}"} {
+	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${QueueWaitP95Alarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}"} {
 		if !strings.Contains(all, name) {
 			t.Errorf("dashboard does not show alarm %s", name)
 		}
@@ -93,7 +114,7 @@ func TestDashboard(t *testing.T) {
 	for _, metric := range []string{"QueuedJobs", "OldestQueuedAge", "Saturated", "Held", "Extended", "PendingWithReason",
 		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining",
 		"RemovalsVetoedByGitHub", "RemovalsVetoedByPodReport", "RemovalsVetoedByJobLink", "RemovalsVetoedByIdleWindow",
-		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow"} {
+		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow", webhook.QueueWaitMetric} {
 		if !strings.Contains(all, `MetricName=\"`+metric+`\"`) && !strings.Contains(all, `"runnerscaler", "`+metric+`"`) {
 			t.Errorf("dashboard does not show metric %s", metric)
 		}

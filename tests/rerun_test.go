@@ -167,7 +167,7 @@ func (w *world) traceShowsRerun(job int64, want string) {
 	w.t.Helper()
 	clk := clock.RealClock{}
 	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk).WithReruns(rerun.NewStore(w.db, w.table))
+		deliverylog.NewStore(w.db, w.table), w.kube, clk, gather.WithReruns(rerun.NewStore(w.db, w.table)))
 	tr, err := g.Trace(w.t.Context(), job)
 	if err != nil {
 		w.t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +20,11 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
+
+// parsing serialises goformation's parses: each one rewrites a package-level
+// map of tag resolvers that another parse may be reading (a fatal concurrent
+// map access between parallel tests).
+var parsing sync.Mutex
 
 // Intrinsics become readable markers (goformation resolves !Ref to "" by default),
 // so the test can tell what each value refers to.
@@ -52,11 +58,14 @@ func openTemplate(t *testing.T) *cloudformation.Template {
 			}
 		}
 	}
-	tmpl, err := goformation.ParseYAMLWithOptions(withoutLoggingConfig(t), &intrinsics.ProcessorOptions{
+	raw := withoutLoggingConfig(t)
+	parsing.Lock()
+	tmpl, err := goformation.ParseYAMLWithOptions(raw, &intrinsics.ProcessorOptions{
 		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{
 			"Ref": marker("REF"), "Fn::GetAtt": marker("GETATT"), "Fn::Sub": marker("SUB"), "Fn::If": marker("IF"),
 		},
 	})
+	parsing.Unlock()
 	if err != nil {
 		t.Fatalf("template.yaml: %v", err)
 	}

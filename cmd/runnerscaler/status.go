@@ -16,6 +16,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
@@ -153,5 +154,5 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	db := awsconf.DynamoDB(aws, f.dynamoEndpoint)
 	clk := clock.RealClock{}
 	return gather.New(pools, reservation.New(db, f.table, clk), poolstate.NewStore(db, f.table),
-		deliverylog.NewStore(db, f.table), kc, clk).WithReruns(rerun.NewStore(db, f.table)), nil
+		deliverylog.NewStore(db, f.table), kc, clk, gather.WithQueueWaits(queuewait.New(db, f.table, clk)), gather.WithReruns(rerun.NewStore(db, f.table))), nil
 }

@@ -55,7 +55,12 @@ type Record struct {
 	// Dimensions name the series (e.g. Pool: linux); their keys form the one
 	// dimension set of the record. Empty: the metrics have no dimension.
 	Dimensions map[string]string
-	Metrics    []Metric
+	// Rollup also publishes the metrics without dimensions, as one series of
+	// every value under any dimension values: an alarm can then watch a
+	// percentile of them all, which a Metrics Insights query over a dimension
+	// cannot compute.
+	Rollup  bool
+	Metrics []Metric
 }
 
 // Levels are Lambda's application log levels, least severe first.
@@ -119,10 +124,14 @@ func encode(r Record, level string) ([]byte, error) {
 	for _, d := range dims {
 		doc[d] = r.Dimensions[d]
 	}
+	sets := [][]string{dims}
+	if r.Rollup && len(dims) > 0 {
+		sets = append(sets, []string{})
+	}
 	doc["_aws"] = map[string]any{
 		"Timestamp": r.Time.UnixMilli(),
 		"CloudWatchMetrics": []any{map[string]any{
-			"Namespace": Namespace, "Dimensions": [][]string{dims}, "Metrics": defs,
+			"Namespace": Namespace, "Dimensions": sets, "Metrics": defs,
 		}},
 	}
 	line, err := json.Marshal(doc)

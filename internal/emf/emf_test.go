@@ -100,6 +100,40 @@ func TestRecordIsEMF(t *testing.T) {
 	}
 }
 
+// TestRollupAddsTheSeriesWithoutDimensions: a rollup record names two
+// dimension sets, its own and the empty one; a record without Rollup only its own.
+func TestRollupAddsTheSeriesWithoutDimensions(t *testing.T) {
+	t.Parallel()
+	for _, rollup := range []bool{true, false} {
+		var buf bytes.Buffer
+		w, err := emf.NewWriter(&buf, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.Write(emf.Record{Time: t0, Dimensions: map[string]string{"Pool": "linux"}, Rollup: rollup,
+			Metrics: []emf.Metric{{Name: "QueueWaitSeconds", Unit: emf.Seconds, Value: 7}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			AWS struct {
+				CloudWatchMetrics []struct{ Dimensions [][]string }
+			} `json:"_aws"`
+		}
+		if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"Pool"}}
+		if rollup {
+			want = append(want, []string{})
+		}
+		cw := doc.AWS.CloudWatchMetrics
+		if len(cw) != 1 || !slices.EqualFunc(cw[0].Dimensions, want, slices.Equal) {
+			t.Fatalf("Rollup %v: dimension sets %+v, want %v", rollup, cw, want)
+		}
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	t.Parallel()
 	if _, err := emf.NewWriter(&bytes.Buffer{}, "verbose"); err == nil || !strings.Contains(err.Error(), `"verbose"`) {

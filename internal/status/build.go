@@ -2,6 +2,8 @@ package status
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +30,7 @@ func buildPool(now time.Time, in Input) Pool {
 	if in.Sweep != nil {
 		p.Desired = in.Sweep.Desired
 	}
+	p.QueueWait = newQueueWait(in.WaitWindow, in.Waits)
 	for _, rn := range p.Runners {
 		switch rn.Phase {
 		case PhaseRunning:
@@ -56,6 +59,30 @@ func buildPool(now time.Time, in Input) Pool {
 	}
 	sort.SliceStable(p.Queued, func(a, b int) bool { return p.Queued[a].FirstSeen.Before(p.Queued[b].FirstSeen) })
 	return p
+}
+
+// newQueueWait sums up waits, of jobs started within window.
+func newQueueWait(window time.Duration, waits []time.Duration) QueueWait {
+	q := QueueWait{WindowSeconds: window.Seconds(), Jobs: len(waits)}
+	if len(waits) == 0 {
+		return q
+	}
+	sorted := slices.Clone(waits)
+	slices.Sort(sorted)
+	q.P50Seconds = Percentile(sorted, 50).Seconds()
+	q.P95Seconds = Percentile(sorted, 95).Seconds()
+	return q
+}
+
+// Percentile is the nearest-rank p-th percentile (0 < p <= 100) of sorted, an
+// ascending list: its smallest value that at least p % of the values do not
+// exceed. It is 0 for an empty list.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // markBusy marks the runners a job in progress names (by runner name).

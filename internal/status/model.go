@@ -14,6 +14,10 @@ type Input struct {
 	Sweep *Sweep
 	// Runners are the pool's runners (one StatefulSet each), Busy not yet set.
 	Runners []Runner
+	// Waits are the queue waits of the pool's jobs that started within
+	// WaitWindow (package queuewait), in any order.
+	Waits      []time.Duration
+	WaitWindow time.Duration
 }
 
 // Job is one workflow job the product recorded.
@@ -110,9 +114,23 @@ type Pool struct {
 	// Queued are the jobs waiting for a runner, oldest first, each with why.
 	Queued     []Job `json:"queued"`
 	InProgress []Job `json:"inProgress"`
+	// QueueWait is how long the jobs that started lately waited for a runner.
+	QueueWait QueueWait `json:"queueWait"`
 	// LastSweep is nil when the pool was never swept.
 	LastSweep *Sweep   `json:"lastSweep,omitempty"`
 	Runners   []Runner `json:"runners"`
+}
+
+// QueueWait sums up the waits of a pool's jobs that started within the last
+// WindowSeconds, each from the job's creation to its start as GitHub stamps
+// them (to the second).
+type QueueWait struct {
+	WindowSeconds float64 `json:"windowSeconds"`
+	// Jobs counts the waits. P50Seconds and P95Seconds are their nearest-rank
+	// percentiles: waits that some job had; both 0 when Jobs is 0.
+	Jobs       int     `json:"jobs"`
+	P50Seconds float64 `json:"p50Seconds"`
+	P95Seconds float64 `json:"p95Seconds"`
 }
 
 // Report is every pool at one instant.

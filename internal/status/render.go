@@ -95,10 +95,10 @@ func RenderReport(w io.Writer, r Report) error {
 		return err
 	}
 	t := newTable(w)
-	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "MAX", "SATURATED", "LAST SWEEP")
+	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "WAIT 1H P50/P95", "MAX", "SATURATED", "LAST SWEEP")
 	for _, p := range r.Pools {
 		t.row(p.Name, itoa(p.Desired), itoa(p.Running), itoa(p.Pending), itoa(p.Stopping), itoa(len(p.Queued)),
-			oldest(p.Queued), itoa(p.MaxReplicas), yes(p.Saturated), sweepCell(r.At, p.LastSweep))
+			oldest(p.Queued), waitCell(p.QueueWait), itoa(p.MaxReplicas), yes(p.Saturated), sweepCell(r.At, p.LastSweep))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -225,6 +225,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	t.line("pool %s: desired %d (min %d, max %d), running %d, pending %d, stopping %d, saturated %s",
 		p.Name, p.Desired, p.MinReplicas, p.MaxReplicas, p.Running, p.Pending, p.Stopping, yes(p.Saturated))
 	t.line("last sweep: %s", sweepCell(at, p.LastSweep))
+	t.line("queue wait: %s", waitLine(p.QueueWait))
 	if p.LastSweep != nil && p.LastSweep.Reason != "" {
 		t.line("decision: %s", p.LastSweep.Reason)
 	}
@@ -324,6 +325,28 @@ func recentErrors(s *Sweep) []SweepError {
 		return nil
 	}
 	return s.Errors
+}
+
+// waitCell is the pools table's p50/p95 of the recent queue waits, with how
+// many jobs they are of.
+func waitCell(q QueueWait) string {
+	if q.Jobs == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s (%d jobs)", secs(q.P50Seconds), secs(q.P95Seconds), q.Jobs)
+}
+
+// waitLine is the pool view's line of the recent queue waits.
+func waitLine(q QueueWait) string {
+	window := "hour"
+	if d := time.Duration(q.WindowSeconds * float64(time.Second)); d != time.Hour {
+		window = short(d)
+	}
+	if q.Jobs == 0 {
+		return "no job started in the last " + window
+	}
+	return fmt.Sprintf("p50 %s, p95 %s over the %d jobs started in the last %s (created → started)",
+		secs(q.P50Seconds), secs(q.P95Seconds), q.Jobs, window)
 }
 
 func oldest(queued []Job) string {

@@ -1,6 +1,9 @@
 package table
 
-import "strconv"
+import (
+	"strconv"
+	"time"
+)
 
 // The key schema: every item's partition key (PK) and sort key (SK) is made here.
 //
@@ -10,6 +13,7 @@ import "strconv"
 //	POOL#<pool>       LEASE                the pool's lease (lease)
 //	POOL#<pool>       RERUN#<jobId>        a failed job's re-run decision (rerun)
 //	POOL#<pool>       RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
+//	POOL#<pool>       WAIT#<minute>        queue waits of the pool's jobs started that minute (queuewait)
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
 //	RUNNER#<runner>   DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
@@ -52,6 +56,16 @@ func DeathSK(fromMillis int64) string { return DeathSKPrefix + strconv.FormatInt
 // PendingRerunsKey is the active index's partition of a pool's undecided
 // re-run candidates (ActiveKey; reservations use PoolPK there).
 func PendingRerunsKey(pool string) string { return "RERUNS#" + pool }
+
+// WaitSKPrefix begins the sort key of every queue-wait item (WaitSK).
+const WaitSKPrefix = "WAIT#"
+
+// WaitSK is the sort key of the queue-wait item of the minute holding t, in a
+// pool's partition. The minute is written in UTC with a fixed width, so the
+// sort keys of the minutes sort as the minutes do.
+func WaitSK(t time.Time) string {
+	return WaitSKPrefix + t.UTC().Truncate(time.Minute).Format("2006-01-02T15:04Z")
+}
 
 // Partitions that do not belong to a pool or a runner, and the sort keys of the
 // items in them and in a pool's partition.

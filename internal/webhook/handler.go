@@ -16,6 +16,11 @@
 // never logged, nor the payload whole: a delivery's log line carries its
 // delivery id and event and, of a workflow_job, the action, job id, repository,
 // labels, runner name and id, pool and outcome.
+//
+// The `in_progress` that moves a job forward also gives the job's wait for a
+// runner, from its created_at to its started_at (package queuewait): a
+// QueueWaitSeconds metric of its pool, kept for `runnerscaler status` when the
+// handler has somewhere to keep it (WithQueueWaits).
 package webhook
 
 import (
@@ -72,6 +77,7 @@ type Handler struct {
 	// failures records jobs that failed on one of our runners, for the sweeper
 	// to re-run those whose runner died under them (nil: none recorded).
 	failures Failures
+	waits    QueueWaits
 }
 
 // Failures records a job that failed or was cancelled on one of the
@@ -255,6 +261,9 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if outcome == reservation.TooOld {
 		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
 			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
+	}
+	if state == reservation.InProgress && outcome == reservation.Applied {
+		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
 	}
 	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
 		attrs = append(attrs, h.nudge(ctx, ev))
@@ -447,7 +456,10 @@ func createdAt(raw string, deployment json.RawMessage) (time.Time, error) {
 	return t.UTC(), nil
 }
 
-// optionalTime parses an RFC 3339 time, or gives zero.
+// optionalTime parses an RFC 3339 time (workflow_job.started_at and
+// completed_at); zero when it is empty or not a time. These only feed the job's
+// queue wait and re-run decisions, which a delivery can go without: unlike a bad
+// created_at, a bad one rejects nothing.
 func optionalTime(raw string) time.Time {
 	t, err := time.Parse(time.RFC3339, raw)
 	if err != nil {

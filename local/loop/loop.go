@@ -45,6 +45,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -66,6 +67,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
@@ -89,6 +91,9 @@ type Options struct {
 	Secret string
 	// WebhookAddr, when set, is where the webhook listens (default: any free port).
 	WebhookAddr string
+	// WebhookMetrics, when set, receives the webhook's metric lines, as the
+	// function writes them to its stdout.
+	WebhookMetrics io.Writer
 	// Chaos injects faults into the deliveries.
 	Chaos Chaos
 	// NoRedelivery turns off the sweeper's recovery of lost deliveries.
@@ -254,7 +259,16 @@ func (l *Loop) build(ctx context.Context) error {
 	if err := l.UpdatePools(l.opts.Pools); err != nil {
 		return err
 	}
-	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log), webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table))}
+	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log),
+		webhook.WithQueueWaits(queuewait.New(l.opts.DB, l.opts.Table, clock.RealClock{})),
+		webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table))}
+	if l.opts.WebhookMetrics != nil {
+		metrics, err := emf.NewWriter(l.opts.WebhookMetrics, "")
+		if err != nil {
+			return err
+		}
+		hopts = append(hopts, webhook.WithMetrics(metrics))
+	}
 	if !l.opts.NoFastPath {
 		hopts = append(hopts, webhook.WithNudger(nudge.EventFunc(func(_ context.Context, ev sweeper.Event) error {
 			l.nudgesSent.Add(1)

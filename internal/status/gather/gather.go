@@ -1,9 +1,9 @@
 // Package gather reads what package status reports on: the pools file, the
-// table (reservations, pool status items and the last webhook delivery check)
-// and the cluster (each pool's
-// StatefulSets, pods and, for runners without a pod, their controller's events),
-// with whatever credentials its clients carry — the operator's own for
-// `runnerscaler status`. It only reads.
+// table (reservations, pool status items, recent queue waits and the last
+// webhook delivery check) and the cluster (each pool's StatefulSets, pods and,
+// for runners without a pod, their controller's events), with whatever
+// credentials its clients carry — the operator's own for `runnerscaler
+// status`. It only reads.
 package gather
 
 import (
@@ -17,6 +17,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
@@ -47,20 +48,38 @@ type DeliveryChecks interface {
 	Get(ctx context.Context) (redeliver.Undelivered, bool, error)
 }
 
+// QueueWaits reads each pool's recent queue waits (queuewait.Store).
+type QueueWaits interface {
+	Recent(ctx context.Context, pool string) ([]time.Duration, error)
+}
+
 // Gatherer reads one deployment's state. Build it with New.
 type Gatherer struct {
 	pools        *pool.Config
 	reservations Reservations
 	statuses     Statuses
 	deliveries   DeliveryChecks
+	waits        QueueWaits
 	kube         kubernetes.Interface
 	clock        clock.PassiveClock
 	reruns       Reruns // nil: Trace shows no re-runs (WithReruns)
 }
 
+// Option configures a Gatherer.
+type Option func(*Gatherer)
+
+// WithQueueWaits sets where each pool's recent queue waits are read (default:
+// nowhere, and the report shows none).
+func WithQueueWaits(w QueueWaits) Option { return func(g *Gatherer) { g.waits = w } }
+
 // New returns a gatherer over the pools of cfg.
-func New(cfg *pool.Config, rs Reservations, st Statuses, dc DeliveryChecks, kube kubernetes.Interface, clk clock.PassiveClock) *Gatherer {
-	return &Gatherer{pools: cfg, reservations: rs, statuses: st, deliveries: dc, kube: kube, clock: clk}
+func New(cfg *pool.Config, rs Reservations, st Statuses, dc DeliveryChecks, kube kubernetes.Interface, clk clock.PassiveClock,
+	opts ...Option) *Gatherer {
+	g := &Gatherer{pools: cfg, reservations: rs, statuses: st, deliveries: dc, kube: kube, clock: clk}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
 }
 
 // Report reads the last delivery check and every pool, or only the one named
@@ -146,6 +165,12 @@ func (g *Gatherer) input(ctx context.Context, p *pool.Pool) (status.Input, error
 	}
 	if in.Runners, err = g.runners(ctx, p, stuck); err != nil {
 		return in, err
+	}
+	if g.waits != nil {
+		if in.Waits, err = g.waits.Recent(ctx, p.Name); err != nil {
+			return in, err
+		}
+		in.WaitWindow = queuewait.Window
 	}
 	return in, nil
 }

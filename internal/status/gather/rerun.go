@@ -14,11 +14,8 @@ type Reruns interface {
 }
 
 // WithReruns makes Trace show what became of a job that failed on one of the
-// deployment's runners (package rerun), and returns g.
-func (g *Gatherer) WithReruns(r Reruns) *Gatherer {
-	g.reruns = r
-	return g
-}
+// deployment's runners (package rerun; default: nothing shown).
+func WithReruns(r Reruns) Option { return func(g *Gatherer) { g.reruns = r } }
 
 // rerunOf is the re-run decision about job, which ran on runner: it is kept in
 // the runner's pool, whatever pool the job was routed to. nil when there is

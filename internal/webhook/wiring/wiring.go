@@ -1,8 +1,8 @@
 // Package wiring builds the webhook function from its environment: its settings
 // from the variables webhook.ConfigFromEnv names, its secret from Secrets
-// Manager, and its reservation store and sweeper nudger on the AWS clients it
-// is given, so that tests build the same function on fakes. It links no
-// Kubernetes package: the webhook binary stays small.
+// Manager, and its reservation and queue-wait stores and sweeper nudger on the
+// AWS clients it is given, so that tests build the same function on fakes. It
+// links no Kubernetes package: the webhook binary stays small.
 package wiring
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
@@ -105,6 +106,7 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 		opts = append(opts, webhook.WithNudger(nudge.NewLambda(c.Lambda, cfg.SweeperFunctionName)))
 	}
 	store := reservation.New(c.DynamoDB, cfg.TableName, clk)
+	opts = append(opts, webhook.WithQueueWaits(queuewait.New(c.DynamoDB, cfg.TableName, clk)))
 	log.Info("webhook ready", "config", cfg, "pools", len(pools.Pools))
 	return webhook.New(secret, pools, store, opts...), nil
 }

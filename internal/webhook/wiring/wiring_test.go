@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -38,14 +40,18 @@ func (s *secrets) GetSecretValue(_ context.Context, in *secretsmanager.GetSecret
 	return &secretsmanager.GetSecretValueOutput{SecretString: aws.String(s.values[aws.ToString(in.SecretId)])}, nil
 }
 
-// table is a DynamoDB whose writes succeed; it records the tables written.
+// table is a DynamoDB whose writes succeed; it records the tables and the
+// sort keys written.
 type table struct {
 	reservation.API
-	written []string
+	written, keys []string
 }
 
 func (d *table) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	d.written = append(d.written, aws.ToString(in.TableName))
+	if sk, ok := in.Key["SK"].(*types.AttributeValueMemberS); ok {
+		d.keys = append(d.keys, sk.Value)
+	}
 	return &dynamodb.UpdateItemOutput{}, nil
 }
 
@@ -139,6 +145,24 @@ func TestFromEnvBuildsTheDeployedHandler(t *testing.T) {
 	}
 	if len(f.lambda.invoked) != 1 || f.lambda.invoked[0] != "runnerscaler-sweeper" {
 		t.Fatalf("functions nudged %v, want runnerscaler-sweeper once", f.lambda.invoked)
+	}
+}
+
+// TestFromEnvKeepsQueueWaits: the deployed handler keeps the wait of a job
+// its in_progress starts, in the same table, in the minute's queue-wait item.
+func TestFromEnvKeepsQueueWaits(t *testing.T) {
+	t.Parallel()
+	f := newFakes()
+	h, err := build(t, environ(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := deliver(t, h, "webhook-in-progress.json"); resp.StatusCode != 200 {
+		t.Fatalf("in_progress delivery: %d %q, want 200", resp.StatusCode, resp.Body)
+	}
+	want := []string{"JOB#289782451", "WAIT#2021-09-13T02:22Z"}
+	if !slices.Equal(f.table.keys, want) || !slices.Equal(f.table.written, []string{"runnerscaler-table", "runnerscaler-table"}) {
+		t.Fatalf("wrote %v to %v, want %v to runnerscaler-table", f.table.keys, f.table.written, want)
 	}
 }
 

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/runnerscaler/runnerscaler/internal/queuewait"
+	"github.com/runnerscaler/runnerscaler/internal/status"
+)
+
+// TestStatusShowsTheRecentQueueWaits: the waits the webhook kept for a pool
+// within the last hour show as its p50 and p95 next to its oldest queued job,
+// in the pool's view and in JSON; a pool whose jobs did not start shows none.
+func TestStatusShowsTheRecentQueueWaits(t *testing.T) {
+	w := newWorld(t, `
+pools:
+  - name: small
+    organization: acme
+    maxReplicas: 1
+    kubernetes: {namespace: %[1]s, image: runner:1}
+  - name: quiet
+    organization: other
+    maxReplicas: 1
+    kubernetes: {namespace: %[1]s, image: runner:1}
+`, false)
+	waits := queuewait.New(w.db, w.table, clock.RealClock{}) // the command reads on real time
+	for _, wait := range []time.Duration{30 * time.Second, 2 * time.Second, 4 * time.Second} {
+		if _, err := waits.Add(t.Context(), "small", wait); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.queue("small", 101, 90*time.Second)
+	out := w.status()
+	t.Logf("runnerscaler status:\n%s", out)
+	mustContain(t, out, "OLDEST  WAIT 1H P50/P95")
+	if row := line(out, "small "); !strings.Contains(row, "1m30s   4s / 30s (3 jobs)") {
+		t.Errorf("pool row %q: want the oldest job's age, then p50 4s and p95 30s of 3 jobs", row)
+	}
+	if row := line(out, "quiet "); !strings.Contains(row, "-       -  ") {
+		t.Errorf("quiet pool's row %q: want no oldest job and no wait", row)
+	}
+	mustContain(t, w.status("small"), "queue wait: p50 4s, p95 30s over the 3 jobs started in the last hour")
+	var p status.Pool
+	if err := json.Unmarshal([]byte(w.status("small", "-o", "json")), &p); err != nil {
+		t.Fatal(err)
+	}
+	if want := (status.QueueWait{WindowSeconds: 3600, Jobs: 3, P50Seconds: 4, P95Seconds: 30}); p.QueueWait != want {
+		t.Fatalf("JSON queueWait %+v, want %+v", p.QueueWait, want)
+	}
+}
