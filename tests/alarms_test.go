@@ -65,6 +65,15 @@ func TestAlarms(t *testing.T) {
 		forbidden.Threshold == nil || *forbidden.Threshold != 0 || forbidden.ComparisonOperator != "GreaterThanThreshold" {
 		t.Errorf("RemovalsForbiddenAlarm %+v, want %s > 0", forbidden.Metrics, want)
 	}
+	refused, err := tmpl.GetCloudWatchAlarmWithName("RerunsRefusedAlarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf(`SELECT SUM(RerunsRefused) FROM SCHEMA("%s", Pool)`, emf.Namespace)
+	if len(refused.Metrics) != 1 || refused.Metrics[0].Expression == nil || *refused.Metrics[0].Expression != want ||
+		refused.Threshold == nil || *refused.Threshold != 0 || refused.ComparisonOperator != "GreaterThanThreshold" {
+		t.Errorf("RerunsRefusedAlarm %+v, want %s > 0", refused.Metrics, want)
+	}
 	for name, w := range map[string]struct{ namespace, metric, dimension, value string }{
 		"SweeperErrorsAlarm": {"AWS/Lambda", "Errors", "FunctionName", "REF:SweeperFunction"},
 		"Webhook5xxAlarm":    {"AWS/ApiGateway", "5xx", "ApiId", "REF:WebhookApi"},
@@ -106,7 +115,8 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard body is not JSON: %v", err)
 	}
 	all := body
-	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${QueueWaitP95Alarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}"} {
+	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${QueueWaitP95Alarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}",
+		"${RerunsRefusedAlarm.Arn}"} {
 		if !strings.Contains(all, name) {
 			t.Errorf("dashboard does not show alarm %s", name)
 		}
@@ -114,7 +124,8 @@ func TestDashboard(t *testing.T) {
 	for _, metric := range []string{"QueuedJobs", "OldestQueuedAge", "Saturated", "Held", "Extended", "PendingWithReason",
 		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining",
 		"RemovalsVetoedByGitHub", "RemovalsVetoedByPodReport", "RemovalsVetoedByJobLink", "RemovalsVetoedByIdleWindow",
-		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow", webhook.QueueWaitMetric} {
+		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow", webhook.QueueWaitMetric,
+		"RunnerDeaths", "JobsRerun", "FailedJobsNotRerun", "RerunsRefused", "RerunDelay"} {
 		if !strings.Contains(all, `MetricName=\"`+metric+`\"`) && !strings.Contains(all, `"runnerscaler", "`+metric+`"`) {
 			t.Errorf("dashboard does not show metric %s", metric)
 		}
