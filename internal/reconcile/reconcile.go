@@ -22,6 +22,8 @@
 //     go through the graceful stop too before the finalizer (only ours) goes;
 //  7. clean up, when due, what failed or interrupted creations left: ownerless
 //     Secrets, and the GitHub runners named in them — never another runner.
+//  8. headroom: keep the pool's placeholder pods (package headroom) at the
+//     count its headroom setting wants (headroom.go).
 //
 // Every annotation written on a runner is fenced by the resourceVersion the sweep
 // read (fence.go): a second sweeper on the pool, one whose lease lapsed without
@@ -33,6 +35,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,6 +89,11 @@ type Reconciler struct {
 	templates map[string]built
 	// admitted: template hashes the API server admitted in a dry run (see dryRun).
 	admitted sync.Map
+	// headroomChecked: when each pool that wants no headroom placeholder was
+	// last found to have none left (headroom.go); priorityClassReady: their
+	// PriorityClass exists.
+	headroomChecked    sync.Map
+	priorityClassReady atomic.Bool
 }
 
 type built struct {
@@ -192,7 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	// A failed step does not stop the others: each runner's progress is its own,
 	// and a flaky API must not keep a pool from unregistering or creating runners.
 	var errs []error
-	for _, stage := range []func(context.Context, *sweep) error{r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
+	for _, stage := range []func(context.Context, *sweep) error{r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.headroom} {
 		if err := stage(ctx, s); err != nil {
 			errs = append(errs, err)
 		}
