@@ -110,6 +110,14 @@ func pod(t testing.TB, kube kubernetes.Interface, ns, name string) *corev1.Pod {
 	return p
 }
 
+// priority is the pod's resolved priority (-1 when admission set none).
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return -1
+	}
+	return *p.Spec.Priority
+}
+
 func running(p *corev1.Pod) bool { return p != nil && p.Status.Phase == corev1.PodRunning }
 
 // unschedulable: the scheduler tried the pod and found no node for it.
@@ -196,8 +204,8 @@ pools:
 		first = pod(t, w.kube, w.ns, name)
 		return running(first), nil
 	})
-	if first.Spec.Priority == nil || *first.Spec.Priority != headroom.Priority || first.Spec.NodeName != stack.NodeName {
-		t.Fatalf("placeholder priority %v on node %q, want %d on %s", first.Spec.Priority, first.Spec.NodeName, headroom.Priority, stack.NodeName)
+	if priority(first) != headroom.Priority || first.Spec.NodeName != stack.NodeName {
+		t.Fatalf("placeholder priority %d on node %q, want %d on %s", priority(first), first.Spec.NodeName, headroom.Priority, stack.NodeName)
 	}
 	w.notCounted()
 
@@ -213,7 +221,7 @@ pools:
 		return false, nil
 	})
 	if runner.Spec.NodeName != stack.NodeName || runner.Spec.Priority == nil || *runner.Spec.Priority != 0 {
-		t.Fatalf("runner pod %s on %q at priority %v, want %s at 0", runner.Name, runner.Spec.NodeName, runner.Spec.Priority, stack.NodeName)
+		t.Fatalf("runner pod %s on %q at priority %d, want %s at 0", runner.Name, runner.Spec.NodeName, priority(&runner), stack.NodeName)
 	}
 	if !preempted(t, w.kube, w.ns, first.UID) {
 		t.Fatalf("the scheduler reported no preemption of placeholder %s (%s)", name, first.UID)
