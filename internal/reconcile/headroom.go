@@ -39,7 +39,7 @@ func (r *Reconciler) headroom(ctx context.Context, s *sweep) error {
 		owner := sts.Labels[headroom.LabelPool]
 		_, configured := r.templates[owner]
 		switch {
-		case !r.ours(sts.ObjectMeta):
+		case !r.ours(sts.ObjectMeta): // another deployment's: never touched
 		case owner == s.p.Name:
 			own = sts
 		case !configured:
