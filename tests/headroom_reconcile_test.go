@@ -128,7 +128,7 @@ func (e *headroomEnv) placeholders(poolName string, n int) {
 			return false, err
 		}
 		for _, p := range pods.Items {
-			if !running(&p) || *p.Spec.Priority != headroom.Priority {
+			if !running(&p) || priority(&p) != headroom.Priority {
 				return false, nil
 			}
 		}
