@@ -59,6 +59,8 @@ type Pool struct {
 	// job of it died with its runner (default DefaultRerunsPerRun; 0: never).
 	RerunsPerRun *int       `yaml:"rerunsPerRun"`
 	Kubernetes   Kubernetes `yaml:"kubernetes"`
+	// Headroom, when set, keeps placeholder pods for the pool's next runners.
+	Headroom *Headroom `yaml:"headroom"`
 }
 
 // ScaleUpTrigger says how much capacity one queued job reserves and for how long.
@@ -187,7 +189,7 @@ func (c *Config) validate() error {
 
 func (p *Pool) validate() error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateReplicas,
-		p.validateTriggers, p.validateOverrides, p.validateKubernetes}
+		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err
@@ -257,16 +259,22 @@ func (p *Pool) validateTriggers() error {
 }
 
 func (p *Pool) validateOverrides() error {
-	for i, o := range p.ScheduledOverrides {
-		field := fmt.Sprintf("scheduledOverrides[%d]", i)
+	return validateWindows("scheduledOverrides", "minReplicas", p.ScheduledOverrides, *p.MaxReplicas)
+}
+
+// validateWindows checks scheduled overrides listed under field, whose value
+// (named value in the file) must be between 0 and ceiling.
+func validateWindows(field, value string, overrides []ScheduledOverride, ceiling int) error {
+	for i, o := range overrides {
+		field := fmt.Sprintf("%s[%d]", field, i)
 		if o.StartTime.IsZero() || o.EndTime.IsZero() {
 			return fmt.Errorf("%s: startTime and endTime are required", field)
 		}
 		if !o.EndTime.After(o.StartTime.Time) {
 			return fmt.Errorf("%s.endTime: %s must be after startTime %s", field, o.EndTime.Format(time.RFC3339), o.StartTime.Format(time.RFC3339))
 		}
-		if o.MinReplicas == nil || *o.MinReplicas < 0 || *o.MinReplicas > *p.MaxReplicas {
-			return fmt.Errorf("%s.minReplicas: required, between 0 and maxReplicas (%d)", field, *p.MaxReplicas)
+		if o.MinReplicas == nil || *o.MinReplicas < 0 || *o.MinReplicas > ceiling {
+			return fmt.Errorf("%s.%s: required, between 0 and maxReplicas (%d)", field, value, ceiling)
 		}
 		if r := o.RecurrenceRule; r != nil {
 			if !slices.Contains(Frequencies, r.Frequency) {

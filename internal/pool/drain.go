@@ -3,7 +3,7 @@ package pool
 import "github.com/runnerscaler/runnerscaler/internal/scope"
 
 // Draining returns a copy of p that wants no runners: maxReplicas 0, no
-// minReplicas, no scheduled override, no scale-down delay. The sweeper sweeps a
+// minReplicas, no scheduled override, no scale-down delay, no headroom. The sweeper sweeps a
 // pool removed from the file, and every pool during a teardown, in this form, so
 // its runners go through the same graceful stop as a scale-down. Configured pools
 // have maxReplicas >= 1, so Max() == 0 means draining.
@@ -11,7 +11,7 @@ func (p *Pool) Draining() *Pool {
 	d := *p
 	zero := 0
 	d.MinReplicas, d.MaxReplicas, d.ScaleDownDelaySecondsAfterScaleOut = 0, &zero, &zero
-	d.ScheduledOverrides = nil
+	d.ScheduledOverrides, d.Headroom = nil, nil
 	return &d
 }
 

@@ -23,7 +23,8 @@ func TestExampleDocumentsEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, typ := range []any{pool.Pool{}, pool.ScaleUpTrigger{}, pool.ScheduledOverride{}, pool.RecurrenceRule{}, pool.Kubernetes{}} {
+	for _, typ := range []any{pool.Pool{}, pool.ScaleUpTrigger{}, pool.ScheduledOverride{}, pool.RecurrenceRule{}, pool.Kubernetes{},
+		pool.Headroom{}, pool.HeadroomOverride{}} {
 		rt := reflect.TypeOf(typ)
 		for i := range rt.NumField() {
 			key, _, _ := strings.Cut(rt.Field(i).Tag.Get("yaml"), ",")

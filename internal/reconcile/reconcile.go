@@ -22,6 +22,8 @@
 //     go through the graceful stop too before the finalizer (only ours) goes;
 //  7. clean up, when due, what failed or interrupted creations left: ownerless
 //     Secrets, and the GitHub runners named in them — never another runner.
+//  8. headroom: keep the pool's placeholder pods (package headroom) at the
+//     count its headroom setting wants (headroom.go).
 //
 // Every annotation written on a runner is fenced by the resourceVersion the sweep
 // read (fence.go): a second sweeper on the pool, one whose lease lapsed without
@@ -33,6 +35,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -92,6 +95,11 @@ type Reconciler struct {
 	admitted sync.Map
 	// deaths: runner deaths this process recorded ("<runner>/<key>", rerun.go).
 	deaths sync.Map
+	// headroomChecked: when each pool that wants no headroom placeholder was
+	// last found to have none left (headroom.go); priorityClassReady: their
+	// PriorityClass exists.
+	headroomChecked    sync.Map
+	priorityClassReady atomic.Bool
 }
 
 type built struct {
@@ -201,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	// and a flaky API must not keep a pool from unregistering or creating runners.
 	var errs []error
 	// Deaths are recorded first, before a stop can delete the pod that shows one.
-	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
+	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.headroom} {
 		err := stage(ctx, s)
 		if err != nil {
 			errs = append(errs, err)
