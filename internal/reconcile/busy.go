@@ -70,11 +70,11 @@ type JobLinks interface {
 // DELETE — anything but a runner whose process never started or has ended for
 // good: no pod, or one never bound to a node; an
 // ephemeral runner that finished (a restarted container exits at once, see
-// finished); a pod being deleted whose runner container has terminated (the
+// finished); a pod being deleted whose runner container has ended (the
 // kubelet restarts no container of a pod being deleted). A container the pod's
-// status shows waiting or not yet started may be running already: the kubelet
-// reports a start a moment after it, and a runner registers and takes a job
-// within a second.
+// status shows waiting to be created or not at all may be running already, a
+// pod being deleted or not: the kubelet reports a start a moment after it, and
+// a runner registers and takes a job within a second.
 func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 	switch {
 	case !everRan(pod): // no pod, or one never bound to a node
@@ -84,7 +84,18 @@ func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 	case ephemeral && finished(pod, true):
 		return false
 	}
-	return pod.DeletionTimestamp == nil || runnerRunning(pod)
+	return pod.DeletionTimestamp == nil || !runnerEnded(pod)
+}
+
+// runnerEnded: the pod's status shows its runner container ended — terminated,
+// or waiting to be restarted after it terminated (CrashLoopBackOff).
+func runnerEnded(pod *corev1.Pod) bool {
+	cs := runnerStatus(pod)
+	if cs == nil {
+		return false
+	}
+	w := cs.State.Waiting
+	return cs.State.Terminated != nil || (w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil)
 }
 
 // drain stops a runner that every signal says is idle before GitHub is asked to

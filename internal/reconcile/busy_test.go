@@ -351,3 +351,38 @@ func TestStartingRunnerIsNotTakenForIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedPodNotYetReportedRunningIsNotTakenForEnded: a runner's pod is
+// deleted (a drain, a hand) a moment after its container started, before the
+// kubelet reported the start: the status still shows the container being
+// created, but the runner has registered and taken a job, and GitHub's REST
+// view lies idle. A container of a pod being deleted that has not terminated
+// may be running: the runner is not removed on GitHub under its job (300-job
+// chaos: the job was lost).
+func TestDeletedPodNotYetReportedRunningIsNotTakenForEnded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	e.pods() // the StatefulSet controller has made the pod
+	e.bind(name+"-0", "node-a")
+	e.setRunnerStatus(name, corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+	id := e.register(name).ID
+	if err := e.sim.SetBusy(id, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sim.SetRESTBusy(id, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.raw.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := e.sweep(0, time.Time{}); err != nil {
+			t.Fatalf("sweep: %v", err)
+		}
+	}
+	if _, ok := e.sim.Runner(id); !ok || len(e.sim.LostJobs()) != 0 {
+		t.Fatalf("the runner was removed on GitHub under its job (lost %v)", e.sim.LostJobs())
+	}
+}
