@@ -107,7 +107,7 @@ func (r *Reconciler) noteDeath(ctx context.Context, s *sweep, rn *runner) error 
 	}
 	r.deaths.Store(d.Runner+"/"+d.Key(), struct{}{})
 	s.reruns.deaths++
-	s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "at", d.To())
+	s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "from", d.From(), "to", d.To(), "deleted", d.Deleted)
 	if rn.pod.DeletionTimestamp != nil {
 		return nil // being deleted: recording it again until it is gone is harmless
 	}
@@ -213,6 +213,10 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 		}
 	}
 	v := rerun.Decide(c, deaths, starts, s.now)
+	if v.Outcome == rerun.NotRerun && len(deaths) > 0 {
+		s.log.Info("the runner's deaths fall outside the job", "job", c.JobID, "started", c.Started(), "completed", c.Completed(),
+			"deaths", deaths, "otherJobsStarted", starts)
+	}
 	switch v.Outcome {
 	case rerun.Pending:
 		return nil
