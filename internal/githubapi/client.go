@@ -266,6 +266,27 @@ func (c *Client) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID
 	})
 }
 
+// RunAttempt returns the latest attempt of a workflow run of repo (a run
+// re-run has a new attempt): the largest run_attempt among the jobs of its
+// latest attempt.
+//
+// GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs?filter=latest.
+func (c *Client) RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error) {
+	es, err := escaped(scope.Scope{Repository: repo})
+	if err != nil {
+		return 0, fmt.Errorf("reading run %d: %w", runID, err)
+	}
+	attempt := 0
+	err = c.meter.call(ctx, OpListRunJobs, fmt.Sprintf("listing the jobs of run %d of %s (%s)", runID, repo, s), func(ctx context.Context) (*github.Response, error) {
+		jobs, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, es.Owner(), es.Repo(), runID, &github.ListWorkflowJobsOptions{Filter: "latest"})
+		for _, j := range jobs.GetJobs() {
+			attempt = max(attempt, int(j.GetRunAttempt()))
+		}
+		return resp, err
+	})
+	return attempt, err
+}
+
 // DefaultRunnerGroupID is the id of every scope's "Default" runner group.
 const DefaultRunnerGroupID = 1
 

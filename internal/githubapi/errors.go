@@ -50,6 +50,7 @@ const (
 	OpListHookDeliveries Op = "list webhook deliveries"
 	OpRedeliver          Op = "redeliver webhook delivery"
 	OpRerunJob           Op = "re-run job"
+	OpListRunJobs        Op = "list workflow run jobs"
 )
 
 // APIError is GitHub's refusal of one operation.

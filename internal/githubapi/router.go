@@ -180,6 +180,16 @@ func (r *Router) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID
 	return r.settle(s, c.RerunJob(ctx, s, repo, jobID))
 }
 
+// RunAttempt is Client.RunAttempt through the credentials that serve s.
+func (r *Router) RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error) {
+	c, err := r.client(ctx, s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := c.RunAttempt(ctx, s, repo, runID)
+	return n, r.settle(s, err)
+}
+
 // JITConfig is Client.JITConfig through the scope's credentials.
 func (r *Router) JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (JITConfig, error) {
 	c, err := r.client(ctx, s)

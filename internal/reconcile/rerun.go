@@ -37,6 +37,9 @@ type Reruns interface {
 // (githubapi.Router). A GitHub without it re-runs nothing.
 type Rerunner interface {
 	RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error
+	// RunAttempt is the run's latest attempt, to find out whether an earlier
+	// call whose answer was lost re-ran it.
+	RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error)
 }
 
 // errDeathsUnrecorded: a death a pod shows could not be recorded; the sweep
@@ -230,22 +233,35 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 // rerunJob re-runs the job of c, whose runner died under it, if the pool's
 // budget allows.
 func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) error {
-	max := s.p.Reruns()
+	budget := s.p.Reruns()
 	rr, ok := r.gh.(Rerunner)
 	switch {
-	case max == 0:
+	case budget == 0:
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, "re-runs are off for this pool (rerunsPerRun: 0)")
 	case !rerun.InScope(s.p.Scope(), c.Repository):
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("repository %q is outside the pool's scope %s", c.Repository, s.p.Scope()))
 	case !ok:
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, "this deployment's GitHub client cannot re-run jobs")
 	}
-	charged, err := r.opts.Reruns.Charge(ctx, c, max, s.now)
+	charged, err := r.opts.Reruns.Charge(ctx, c, budget, s.now)
 	if err != nil {
 		return err
 	}
 	if !charged {
-		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("the workflow run's budget of %d re-run(s) is spent (rerunsPerRun)", max))
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("the workflow run's budget of %d re-run(s) is spent (rerunsPerRun)", budget))
+	}
+	if c.Tries > 0 {
+		// An earlier call may have re-run the job with its answer lost (a
+		// timeout, a 5xx): a new attempt of the run says so, and the job is not
+		// re-run twice.
+		attempt, err := rr.RunAttempt(ctx, s.p.Scope(), c.Repository, c.RunID)
+		if err != nil {
+			return r.rerunLater(ctx, s, c, err)
+		}
+		if attempt > max(c.RunAttempt, 1) {
+			s.reruns.delays = append(s.reruns.delays, s.now.Sub(c.Completed()))
+			return r.settleRerun(ctx, s, c, rerun.Rerun, fmt.Sprintf("an earlier call re-ran it (the run is at attempt %d)", attempt))
+		}
 	}
 	c.Tries++
 	err = rr.RerunJob(ctx, s.p.Scope(), c.Repository, c.JobID)
@@ -253,11 +269,20 @@ func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) 
 		s.reruns.delays = append(s.reruns.delays, s.now.Sub(c.Completed()))
 		return r.settleRerun(ctx, s, c, rerun.Rerun, "")
 	}
-	if refusedForGood(err) || s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
+	if refusedForGood(err) {
+		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+	}
+	return r.rerunLater(ctx, s, c, err)
+}
+
+// rerunLater records that c's re-run is asked again after a back-off, or gives
+// up once rerun.GiveUpAfter has passed since the failure.
+func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate, err error) error {
+	if s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
 		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
 	}
 	c.Reason = err.Error()
-	next := s.now.Add(min(rerunBackoff<<min(c.Tries-1, 10), rerunBackoffMax))
+	next := s.now.Add(min(rerunBackoff<<min(max(c.Tries-1, 0), 10), rerunBackoffMax))
 	s.log.Warn("GitHub refused a re-run for now: asking again later", "job", c.JobID, "run", c.RunID, "error", err, "next", next)
 	return r.opts.Reruns.Later(ctx, c, next)
 }

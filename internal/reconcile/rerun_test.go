@@ -11,9 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -266,4 +268,47 @@ func (e *rerunEnv) register2(j githubsim.Job) string {
 		e.t.Fatalf("other runner taking job %d: %v %v %v", j.ID, got.ID, ok, err)
 	}
 	return r.Name
+}
+
+// lostAnswer is GitHub whose answer to the first re-run call is lost (a
+// timeout after GitHub acted).
+type lostAnswer struct {
+	*githubapi.Client
+	lost bool
+}
+
+func (g *lostAnswer) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error {
+	err := g.Client.RerunJob(ctx, s, repo, jobID)
+	if !g.lost {
+		g.lost = true
+		return errors.Join(err, context.DeadlineExceeded)
+	}
+	return err
+}
+
+// A re-run call whose answer was lost is not made again when GitHub shows the
+// run's new attempt: the job is re-run once.
+func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
+	e := newRerunEnv(t)
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+		t.Fatal(err)
+	}
+	e.oomKilled()
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || c.Tries != 1 {
+		t.Fatalf("after the lost answer: %+v, want pending, one try", c)
+	}
+	e.clock.Step(time.Minute)
+	_ = e.sweep(1, e.clock.Now())
+	c := e.store.get(e.job.ID)
+	if c.Outcome != rerun.Rerun || !strings.Contains(c.Reason, "an earlier call re-ran it") {
+		t.Fatalf("decision %+v: want re-run, by the earlier call", c)
+	}
+	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 || e.rerunCalls() != 1 {
+		t.Fatalf("re-runs %v after %d calls, want one", got, e.rerunCalls())
+	}
 }

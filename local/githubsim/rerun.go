@@ -13,6 +13,7 @@ import (
 //
 //	POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun            one job
 //	POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs every failed or cancelled job of the run's latest attempt
+//	GET  /repos/{owner}/{repo}/actions/runs/{run_id}/jobs             the jobs of the run's latest attempt (or of all)
 //
 // A re-run starts a new attempt of the workflow run: each re-run job is queued
 // again as a new job (a new id, the run's next run_attempt) and its `queued`
@@ -45,6 +46,39 @@ const (
 func (s *Server) rerunRoutes() {
 	s.handle("POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun", s.authed(s.rerunJob))
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", s.authed(s.rerunFailedJobs))
+	s.handle("GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs", s.authed(s.runJobs))
+}
+
+// runJobs: GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs — the jobs of
+// the run's latest attempt (filter=latest, the default) or of every attempt
+// (filter=all), one page.
+func (s *Server) runJobs(w http.ResponseWriter, r *http.Request) {
+	run, err := strconv.ParseInt(r.PathValue("run_id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.mu.Lock()
+	all := s.runJobsLocked(run)
+	var jobs []Job
+	if len(all) > 0 && sameRepo(all[0].Repository, r) {
+		latest := all[len(all)-1].RunAttempt
+		for _, j := range all {
+			if r.URL.Query().Get("filter") == "all" || j.RunAttempt == latest {
+				jobs = append(jobs, *j)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(jobs) == 0 {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	out := make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, s.workflowJobPayload(j)["workflow_job"]) // payloads.go: the REST job's fields
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(out), "jobs": out})
 }
 
 func (s *Server) actionsPermission() string {

@@ -207,3 +207,24 @@ func wantRefused(t *testing.T, e *rerunEnv, job int64, status int) {
 		t.Fatalf("a refused re-run queued %d jobs", n-before)
 	}
 }
+
+// The run's jobs list shows the latest attempt: after a re-run, the new job
+// with run_attempt 2 (what the sweeper checks before asking for a re-run again).
+func TestRunJobsShowTheLatestAttempt(t *testing.T) {
+	e := newRerunEnv(t, githubsim.Options{})
+	old := e.run(t, acmeJob, githubsim.JobFailure)
+	if _, err := e.gh.Actions.RerunJobByID(t.Context(), "acme", "app", old.ID); err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := e.gh.Actions.ListWorkflowJobs(t.Context(), "acme", "app", old.RunID, &github.ListWorkflowJobsOptions{Filter: "latest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jobs.GetTotalCount() != 1 || jobs.Jobs[0].GetRunAttempt() != 2 || jobs.Jobs[0].GetID() == old.ID {
+		t.Fatalf("latest jobs %+v, want the re-run alone, attempt 2", jobs.Jobs)
+	}
+	all, _, err := e.gh.Actions.ListWorkflowJobs(t.Context(), "acme", "app", old.RunID, &github.ListWorkflowJobsOptions{Filter: "all"})
+	if err != nil || all.GetTotalCount() != 2 {
+		t.Fatalf("all jobs: %v %v, want both attempts", all, err)
+	}
+}
