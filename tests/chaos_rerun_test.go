@@ -54,8 +54,8 @@ func (w *world) rerunDecision(j githubsim.Job) (rerun.Candidate, bool) {
 }
 
 // checkReruns judges the re-runs of a settled run, with budget re-runs per
-// workflow run: a job that failed by itself (loop.FailedByItself) is never
-// re-run; every other failed job — its runner died under an injected fault —
+// workflow run: no job is re-run twice; a job that failed by itself
+// (loop.FailedByItself) is never re-run; every other failed job — its runner died under an injected fault —
 // is re-run, unless its run's budget is spent; and every workflow run ends
 // with a successful attempt, or one that failed by itself, or a spent budget.
 func (w *world) checkReruns(budget int) chaosReruns {
@@ -67,6 +67,9 @@ func (w *world) checkReruns(budget int) chaosReruns {
 	for _, j := range jobs {
 		byID[j.ID] = j
 		if j.RerunOf != 0 {
+			if twice, ok := rerunOf[j.RerunOf]; ok {
+				out.problems = append(out.problems, fmt.Sprintf("job %d was re-run twice: jobs %d and %d", j.RerunOf, twice.ID, j.ID))
+			}
 			rerunOf[j.RerunOf] = j
 		}
 		if l, ok := last[j.RunID]; !ok || j.RunAttempt > l.RunAttempt {
