@@ -21,7 +21,11 @@
 //  6. finish orphans: pods that carry our finalizer but whose StatefulSet is gone
 //     go through the graceful stop too before the finalizer (only ours) goes;
 //  7. clean up, when due, what failed or interrupted creations left: ownerless
-//     Secrets, and the GitHub runners named in them — never another runner.
+//     Secrets, and the GitHub runners named in them — never another runner;
+//  8. guard against disruption (disruption.go): right after register, the pods
+//     of runners running a job are annotated so autoscalers leave their nodes,
+//     and idle ones are not; last, the pool's PodDisruptionBudget is kept (and
+//     deleted once a draining pool has no runner left).
 //
 // Every annotation written on a runner is fenced by the resourceVersion the sweep
 // read (fence.go): a second sweeper on the pool, one whose lease lapsed without
@@ -86,6 +90,9 @@ type Reconciler struct {
 	templates map[string]built
 	// admitted: template hashes the API server admitted in a dry run (see dryRun).
 	admitted sync.Map
+	// budgets: by namespace/name, the budgetState of each pool's
+	// PodDisruptionBudget this Reconciler made sure of (disruption.go).
+	budgets sync.Map
 }
 
 type built struct {
@@ -192,7 +199,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	// A failed step does not stop the others: each runner's progress is its own,
 	// and a flaky API must not keep a pool from unregistering or creating runners.
 	var errs []error
-	for _, stage := range []func(context.Context, *sweep) error{r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup} {
+	for _, stage := range []func(context.Context, *sweep) error{r.register, r.markBusy, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.guardBudget} {
 		if err := stage(ctx, s); err != nil {
 			errs = append(errs, err)
 		}
