@@ -117,12 +117,12 @@ func TestChaos(t *testing.T) {
 	ws, on := w.loop.Waits(), w.loop.Monitor.OnlineLatencies()
 	t.Logf("%d jobs run in %s (%v); delivery and API faults: %d deliveries lost, %d duplicated, %d delayed, "+
 		"%d sweeper invocations killed, %d Kubernetes writes failed, %d GitHub 502s, %d secondary rate limits; "+
-		"node faults: %d runner processes killed, %d OOM kills, %d pods deleted by hand, %d drains evicting %d pods, "+
+		"node faults: %d runner processes killed, %d OOM kills, %d pods deleted by hand, %d drains evicting %d pods (%d evictions refused), "+
 		"%d sweeper pauses (%d invocations throttled), %d kubelet restarts, %d failed injections; %d runner containers restarted after exit 0, "+
 		"%d jobs failed after their runner died, %d violations excused by those faults; runner container stops by exit code and reason %v; "+
 		"wait p50 %s p95 %s; pod created → runner online p50 %s p95 %s",
 		jobs, time.Since(start).Round(time.Second), summary(w.loop.Sim.Jobs()), f.Dropped, f.Duplicated, f.Delayed, f.KilledSweeps,
-		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions,
+		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions, f.EvictionsRefused,
 		f.SweeperPauses, f.ThrottledSweeps, f.KubeletRestarts, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
@@ -233,10 +233,11 @@ func (n *nodeFaults) next(t *testing.T) bool {
 	case "delete":
 		err = n.w.loop.DeletePod(ctx, &pod)
 	case "drain":
-		var evicted []string
-		evicted, err = n.w.loop.Drain(ctx, pod.Spec.NodeName, 3*time.Second)
-		t.Logf("node drained: %d runner pods evicted", len(evicted))
-		if err == nil && len(evicted) == 0 {
+		var r loop.DrainReport
+		r, err = n.w.loop.Drain(ctx, pod.Spec.NodeName, loop.DrainOptions{Cordon: true, Hold: 3 * time.Second, Timeout: time.Minute})
+		t.Logf("node drained: %d runner pods evicted, %d gone first, %d evictions refused (a busy runner's budget), given up on %v",
+			len(r.Evicted), len(r.Gone), refused(r), r.GaveUp)
+		if err == nil && len(r.Evicted) == 0 {
 			// Every pod went before its eviction: a drain that proves nothing.
 			err = errors.New("no runner pod was left to evict")
 		}
@@ -254,6 +255,17 @@ func (n *nodeFaults) next(t *testing.T) bool {
 	}
 	n.i++
 	return true
+}
+
+// refused counts the evictions a drain's pods were refused (429).
+func refused(r loop.DrainReport) int {
+	n := 0
+	for _, a := range r.Answers {
+		if a.Code == http.StatusTooManyRequests {
+			n++
+		}
+	}
+	return n
 }
 
 // faultyKube fails a fraction of mutating requests, as a flaky API server would.
