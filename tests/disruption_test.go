@@ -32,7 +32,7 @@ pools:
     organization: acme
     labels: [drain]
     minReplicas: 2
-    maxReplicas: 3
+    maxReplicas: 2
     scaleDownDelaySecondsAfterScaleOut: 1
     kubernetes: {namespace: %[1]s, template: %[2]s}
 `, loop.Options{SweepEvery: time.Second})
