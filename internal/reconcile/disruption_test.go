@@ -80,6 +80,7 @@ func TestBudgetKeptCheaplyAndDroppedWithItsPool(t *testing.T) {
 		}
 	})
 	e.mustSweep(1, time.Time{})
+	e.start(e.statefulSets()[0])
 	pdb := e.budget()
 	want := policyv1.PodDisruptionBudgetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.LabelPool: "p"},
@@ -113,7 +114,7 @@ func TestBudgetKeptCheaplyAndDroppedWithItsPool(t *testing.T) {
 	}
 
 	drained := e.pool.Draining()
-	for range 5 {
+	for range 10 {
 		if err := e.rec.Reconcile(t.Context(), drained, scaling.Decision{}, &e.status); err != nil {
 			t.Fatal(err)
 		}
@@ -121,6 +122,7 @@ func TestBudgetKeptCheaplyAndDroppedWithItsPool(t *testing.T) {
 		if len(e.statefulSets()) == 0 {
 			break
 		}
+		e.clock.Step(time.Minute)
 	}
 	if err := e.rec.Reconcile(t.Context(), drained, scaling.Decision{}, &e.status); err != nil {
 		t.Fatal(err)
