@@ -36,7 +36,9 @@ import (
 //     with no target, or whose fault failed, is tried again a second later): a
 //     runner process killed (SIGKILL, the container restarts), an OOM kill of a
 //     runner container (a real one, by the kernel, at the pod's memory limit), a
-//     runner pod deleted by hand, a node drain through the eviction API, and the
+//     runner pod deleted by hand, a node drain through the eviction API (as
+//     `kubectl drain`: a busy runner's pod refuses eviction, and is tried again
+//     every second for up to a minute; a refused eviction excuses nothing), and the
 //     sweeper throttled for 8 s, during which ephemeral runners that finish are
 //     restarted by the kubelet after exiting 0, and the kubelet itself restarted
 //     (runner containers keep running: no violation is excused by it) — each
