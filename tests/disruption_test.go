@@ -22,7 +22,7 @@ import (
 // first eviction; the busy one's evictions are refused while its job runs
 // (its pod is Ready, and the pool's PodDisruptionBudget, as the real disruption
 // controller computed it, allows no disruption), and the drain completes only
-// after the job ended, which succeeded. The busy runner's pod carries the
+// after the job ended (the pod evicted, or gone), which succeeded. The busy runner's pod carries the
 // disruption annotations, the idle one's does not.
 func TestDrainWaitsForBusyRunners(t *testing.T) {
 	t.Parallel()
