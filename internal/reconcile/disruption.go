@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -144,28 +145,32 @@ func (r *Reconciler) ensureBudget(ctx context.Context, s *sweep) error {
 }
 
 // adoptBudget reads the existing budget of want's name and updates it to want
-// when it is ours and differs.
+// when it is ours and differs. The update is fenced by the resourceVersion
+// read; a conflict (the disruption controller writes the budget's status
+// whenever a runner becomes busy or idle) reads it again and decides again.
 func (r *Reconciler) adoptBudget(ctx context.Context, s *sweep, want *policyv1.PodDisruptionBudget) error {
 	api := r.kube.PolicyV1().PodDisruptionBudgets(want.Namespace)
-	cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
-	if err != nil {
-		return fmt.Errorf("reading poddisruptionbudget %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	if !r.ours(cur.ObjectMeta) {
-		return fmt.Errorf("pool %s: poddisruptionbudget %s/%s (deployment %q, want %q): %w; rename or delete it so the sweeper can make its own",
-			s.p.Name, cur.Namespace, cur.Name, cur.Annotations[runnerpod.AnnotationDeployment], r.opts.Deployment, ErrBudgetNotOurs)
-	}
-	if sameBudget(cur, want) {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := api.Get(ctx, want.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading poddisruptionbudget %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		if !r.ours(cur.ObjectMeta) {
+			return fmt.Errorf("pool %s: poddisruptionbudget %s/%s (deployment %q, want %q): %w; rename or delete it so the sweeper can make its own",
+				s.p.Name, cur.Namespace, cur.Name, cur.Annotations[runnerpod.AnnotationDeployment], r.opts.Deployment, ErrBudgetNotOurs)
+		}
+		if sameBudget(cur, want) {
+			return nil
+		}
+		cur.Spec = want.Spec
+		cur.Labels = withKeys(cur.Labels, want.Labels)
+		cur.Annotations = withKeys(cur.Annotations, want.Annotations)
+		if _, err := api.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("updating poddisruptionbudget %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		s.log.Warn("poddisruptionbudget of busy runners restored: it differed from the sweeper's", "budget", want.Name)
 		return nil
-	}
-	cur.Spec = want.Spec
-	cur.Labels = withKeys(cur.Labels, want.Labels)
-	cur.Annotations = withKeys(cur.Annotations, want.Annotations)
-	if _, err := api.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("updating poddisruptionbudget %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	s.log.Warn("poddisruptionbudget of busy runners restored: it differed from the sweeper's", "budget", want.Name)
-	return nil
+	})
 }
 
 // sameBudget: cur has want's spec, labels and annotations (others may be added).

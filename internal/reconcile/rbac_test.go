@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,11 +51,7 @@ func TestSweeperRBACIsEnough(t *testing.T) {
 	e.setJobReport(names[0], false)
 	// The pool's budget, changed by hand, is read and put back by a sweeper
 	// starting afresh.
-	pdb := e.budget()
-	pdb.Spec.MaxUnavailable = ptrTo(intstr.FromInt32(1))
-	if _, err := e.raw.PolicyV1().PodDisruptionBudgets(e.ns).Update(t.Context(), pdb, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.changeBudget(func(pdb *policyv1.PodDisruptionBudget) { pdb.Spec.MaxUnavailable = ptrTo(intstr.FromInt32(1)) })
 	e.rec = e.newReconciler(user, e.gh)
 	e.mustSweep(2, time.Time{})
 	if got := e.budget().Spec.MaxUnavailable; got.IntValue() != 0 {
