@@ -36,7 +36,9 @@ import (
 //     with no target, or whose fault failed, is tried again a second later): a
 //     runner process killed (SIGKILL, the container restarts), an OOM kill of a
 //     runner container (a real one, by the kernel, at the pod's memory limit), a
-//     runner pod deleted by hand, a node drain through the eviction API, and the
+//     runner pod deleted by hand, a node drain through the eviction API (as
+//     `kubectl drain`: a busy runner's pod refuses eviction, and is tried again
+//     every second for up to a minute; a refused eviction excuses nothing), and the
 //     sweeper throttled for 8 s, during which ephemeral runners that finish are
 //     restarted by the kubelet after exiting 0, and the kubelet itself restarted
 //     (runner containers keep running: no violation is excused by it) — each
@@ -127,12 +129,12 @@ func TestChaos(t *testing.T) {
 	ws, on := w.loop.Waits(), w.loop.Monitor.OnlineLatencies()
 	t.Logf("%d jobs run in %s (%v); delivery and API faults: %d deliveries lost, %d duplicated, %d delayed, "+
 		"%d sweeper invocations killed, %d Kubernetes writes failed, %d GitHub 502s, %d secondary rate limits; "+
-		"node faults: %d runner processes killed, %d OOM kills, %d pods deleted by hand, %d drains evicting %d pods, "+
+		"node faults: %d runner processes killed, %d OOM kills, %d pods deleted by hand, %d drains evicting %d pods (%d evictions refused), "+
 		"%d sweeper pauses (%d invocations throttled), %d kubelet restarts, %d failed injections; %d runner containers restarted after exit 0, "+
 		"%d jobs failed after their runner died, %d violations excused by those faults; runner container stops by exit code and reason %v; "+
 		"wait p50 %s p95 %s; pod created → runner online p50 %s p95 %s",
 		jobs, time.Since(start).Round(time.Second), summary(w.loop.Sim.Jobs()), f.Dropped, f.Duplicated, f.Delayed, f.KilledSweeps,
-		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions,
+		kubeFaults.failed.Load(), api.failed, api.limits, f.RunnerKills, f.OOMKills, f.PodDeletes, f.Drains, f.Evictions, f.EvictionsRefused,
 		f.SweeperPauses, f.ThrottledSweeps, f.KubeletRestarts, nodeFaults.failed, w.loop.Monitor.RestartsAfterExit0(), w.loop.LostJobs(),
 		len(w.loop.Monitor.Excused()), w.loop.Monitor.ContainerStops(), loop.Percentile(ws, 50).Round(time.Millisecond), loop.Percentile(ws, 95).Round(time.Millisecond),
 		loop.Percentile(on, 50).Round(time.Millisecond), loop.Percentile(on, 95).Round(time.Millisecond))
@@ -250,10 +252,11 @@ func (n *nodeFaults) next(t *testing.T) bool {
 	case "delete":
 		err = n.w.loop.DeletePod(ctx, &pod)
 	case "drain":
-		var evicted []string
-		evicted, err = n.w.loop.Drain(ctx, pod.Spec.NodeName, 3*time.Second)
-		t.Logf("node drained: %d runner pods evicted", len(evicted))
-		if err == nil && len(evicted) == 0 {
+		var r loop.DrainReport
+		r, err = n.w.loop.Drain(ctx, pod.Spec.NodeName, loop.DrainOptions{Cordon: true, Hold: 3 * time.Second, Timeout: time.Minute})
+		t.Logf("node drained: %d runner pods evicted, %d gone first, %d evictions refused (a busy runner's budget), given up on %v",
+			len(r.Evicted), len(r.Gone), refused(r), r.GaveUp)
+		if err == nil && len(r.Evicted) == 0 {
 			// Every pod went before its eviction: a drain that proves nothing.
 			err = errors.New("no runner pod was left to evict")
 		}
@@ -271,6 +274,17 @@ func (n *nodeFaults) next(t *testing.T) bool {
 	}
 	n.i++
 	return true
+}
+
+// refused counts the evictions a drain's pods were refused (429).
+func refused(r loop.DrainReport) int {
+	n := 0
+	for _, a := range r.Answers {
+		if a.Code == http.StatusTooManyRequests {
+			n++
+		}
+	}
+	return n
 }
 
 // faultyKube fails a fraction of mutating requests, as a flaky API server would.

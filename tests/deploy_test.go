@@ -216,7 +216,8 @@ func (d *deployment) exit(name string, id int64) {
 	}
 }
 
-// leftovers lists every runner object in the namespace and every runner on GitHub.
+// leftovers lists every runner object in the namespace (pool budgets too) and
+// every runner on GitHub.
 func (d *deployment) leftovers(ctx context.Context) []string {
 	var out []string
 	opts := metav1.ListOptions{LabelSelector: runnerpod.LabelPool}
@@ -233,6 +234,11 @@ func (d *deployment) leftovers(ctx context.Context) []string {
 	if l, err := d.kube.CoreV1().Secrets(d.ns).List(ctx, opts); err == nil {
 		for _, o := range l.Items {
 			out = append(out, "secret/"+o.Name)
+		}
+	}
+	if l, err := d.kube.PolicyV1().PodDisruptionBudgets(d.ns).List(ctx, opts); err == nil {
+		for _, o := range l.Items {
+			out = append(out, "poddisruptionbudget/"+o.Name)
 		}
 	}
 	for _, r := range d.sim.Runners() {

@@ -8,17 +8,23 @@ import (
 	"testing"
 	"time"
 
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestSweeperRBACIsEnough applies the Role and RoleBinding of infra/rbac.yaml to a
 // namespace and runs a scale-up and a scale-down as a member of the sweeper's
-// group: the rules must allow everything the reconciler does.
+// group, with a busy runner, a pool budget changed by hand and a teardown sweep:
+// the rules must allow everything the reconciler does.
 func TestSweeperRBACIsEnough(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
@@ -40,10 +46,30 @@ func TestSweeperRBACIsEnough(t *testing.T) {
 		e.start(n)
 	}
 	e.mustSweep(2, time.Time{})
-	e.clock.Step(2 * time.Minute)
-	e.mustSweep(0, time.Time{})
+	e.setJobReport(names[0], true) // a busy runner's pod is annotated
+	e.mustSweep(2, time.Time{})
+	e.setJobReport(names[0], false)
+	// The pool's budget, changed by hand, is read and put back by a sweeper
+	// starting afresh.
+	e.changeBudget(func(pdb *policyv1.PodDisruptionBudget) { pdb.Spec.MaxUnavailable = ptrTo(intstr.FromInt32(1)) })
+	e.rec = e.newReconciler(user, e.gh)
+	e.mustSweep(2, time.Time{})
+	if got := e.budget().Spec.MaxUnavailable; got.IntValue() != 0 {
+		t.Fatalf("budget not put back as the sweeper: maxUnavailable %s", got.String())
+	}
+	for range 2 { // the runner that ran a job is removed after its idle confirmation
+		e.clock.Step(2 * time.Minute)
+		e.mustSweep(0, time.Time{})
+	}
 	if got := e.statefulSets(); len(got) != 0 {
 		t.Fatalf("scale-down as the sweeper: %v", got)
+	}
+	// A teardown: the drained pool's budget goes.
+	if err := e.rec.Reconcile(t.Context(), e.pool.Draining(), scaling.Decision{}, &e.status); err != nil {
+		t.Fatalf("teardown sweep as the sweeper: %v", err)
+	}
+	if _, err := e.raw.PolicyV1().PodDisruptionBudgets(e.ns).Get(t.Context(), reconcile.BudgetName(e.pool), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("budget after the teardown sweep: %v, want it deleted", err)
 	}
 }
 

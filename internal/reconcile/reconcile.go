@@ -7,6 +7,9 @@
 //
 // Per sweep, under the pool's lease:
 //  1. observe: one list of StatefulSets and one of pods; classify each runner;
+//     then record the runner deaths the pods show and decide the pool's failed
+//     jobs, re-running those whose runner died under them (rerun.go), before
+//     any later step can delete a pod that shows a death;
 //  2. register: record the runner id of pods GitHub lists (actions-runner/id) —
 //     for a runner whose JIT config gave its id, only once half the registration
 //     timeout has passed (see registrationCanWait);
@@ -21,9 +24,13 @@
 //  6. finish orphans: pods that carry our finalizer but whose StatefulSet is gone
 //     go through the graceful stop too before the finalizer (only ours) goes;
 //  7. clean up, when due, what failed or interrupted creations left: ownerless
-//     Secrets, and the GitHub runners named in them — never another runner.
+//     Secrets, and the GitHub runners named in them — never another runner;
 //  8. headroom: keep the pool's placeholder pods (package headroom) at the
-//     count its headroom setting wants (headroom.go).
+//     count its headroom setting wants (headroom.go);
+//  9. guard against disruption (disruption.go): right after register, the pods
+//     of runners running a job are annotated so autoscalers leave their nodes,
+//     and idle ones are not; last, the pool's PodDisruptionBudget is kept (and
+//     deleted once a draining pool has no runner left).
 //
 // Every annotation written on a runner is fenced by the resourceVersion the sweep
 // read (fence.go): a second sweeper on the pool, one whose lease lapsed without
@@ -100,6 +107,9 @@ type Reconciler struct {
 	// PriorityClass exists.
 	headroomChecked    sync.Map
 	priorityClassReady atomic.Bool
+	// budgets: by namespace/name, the budgetState of each pool's
+	// PodDisruptionBudget this Reconciler made sure of (disruption.go).
+	budgets sync.Map
 }
 
 type built struct {
@@ -209,7 +219,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	// and a flaky API must not keep a pool from unregistering or creating runners.
 	var errs []error
 	// Deaths are recorded first, before a stop can delete the pod that shows one.
-	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.headroom} {
+	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.markBusy, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.headroom, r.guardBudget} {
 		err := stage(ctx, s)
 		if err != nil {
 			errs = append(errs, err)

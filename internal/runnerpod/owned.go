@@ -20,6 +20,18 @@ import (
 // once), and the sweeper finds a runner's objects by their labels.
 var reservedDomains = []string{"actions-runner", "runnerscaler.dev"}
 
+// The disruption annotations the sweeper sets on a runner pod while its runner
+// runs a job, and removes when it is idle: "do not pick this node to empty" for
+// Karpenter and for the cluster-autoscaler. A template may not set them: on an
+// idle runner they would keep its node from being drained or consolidated.
+const (
+	AnnotationDoNotDisrupt = "karpenter.sh/do-not-disrupt"
+	AnnotationSafeToEvict  = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+)
+
+// disruptionAnnotations are the sweeper's while a job runs, and only then.
+var disruptionAnnotations = []string{AnnotationDoNotDisrupt, AnnotationSafeToEvict}
+
 // ownedEnv is the runner container's environment that the runnerscaler sets, or
 // that the runner image's entrypoint reads to keep the credentials from the jobs
 // and to stop without cutting a job short (runner/entrypoint.sh), each with why.
@@ -83,6 +95,12 @@ func ownedMetadata(tmpl corev1.PodTemplateSpec) error {
 			if reservedKey(k) {
 				return fmt.Errorf("%s[%q]: the %s/ keys are the runnerscaler's: they %s", m.field, k, strings.Join(reservedDomains, "/ and "), m.why)
 			}
+		}
+	}
+	for _, k := range disruptionAnnotations {
+		if _, ok := tmpl.Annotations[k]; ok {
+			return fmt.Errorf("metadata.annotations[%q]: the runnerscaler sets it on a runner's pod while its runner runs a job, "+
+				"and removes it when the runner is idle; set in the template it would keep idle runners' nodes from being drained or consolidated", k)
 		}
 	}
 	for i, f := range tmpl.Finalizers {

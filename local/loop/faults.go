@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -190,42 +192,154 @@ func (l *Loop) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	return err
 }
 
+// DrainOptions tune Drain.
+type DrainOptions struct {
+	// Cordon marks the node unschedulable for the drain and until Hold after
+	// it, then schedulable again, as `kubectl drain` (and uncordon) does. The
+	// node is shared with other tests: a test that does not need it leaves it off.
+	Cordon bool
+	Hold   time.Duration
+	// Timeout bounds the wait for a pod whose eviction is refused (429): it is
+	// given up on then, and reported (default 60s).
+	Timeout time.Duration
+	// Retry is the time between two evictions of a pod refused (default 1s).
+	Retry time.Duration
+}
+
+// Eviction is one answer of the eviction API to a drain.
+type Eviction struct {
+	Pod string
+	At  time.Time
+	// Code is 201 (evicted), 429 (refused: a disruption budget), 404 (the pod
+	// was gone), or 0 with Err.
+	Code int
+	Err  error
+}
+
+// DrainReport is what a drain did.
+type DrainReport struct {
+	Evicted []string // pods whose eviction was accepted
+	Gone    []string // pods gone before an eviction of theirs was accepted
+	GaveUp  []string // pods still refused at the timeout
+	// Answers are the eviction API's answers, in the order they came.
+	Answers []Eviction
+}
+
 // Drain drains the node of the pools' runner pods as `kubectl drain` does:
-// cordons it, evicts each of them through the eviction API (policy/v1), waits
-// hold, and uncordons it. It returns the evicted pods. Only the pools' pods are
-// evicted: the node is shared with other tests.
-func (l *Loop) Drain(ctx context.Context, node string, hold time.Duration) ([]string, error) {
-	l.fault(func(f *Faults) { f.Drains++ })
-	if err := l.cordon(ctx, node, true); err != nil {
-		return nil, err
+// each pod running on it when the drain starts is evicted through the eviction
+// API (policy/v1), all at once; a pod whose eviction is refused (429: a
+// disruption budget — a busy runner's) is tried again every Retry until its
+// eviction is accepted, the pod is gone, or Timeout has passed (then the drain
+// gives up on it, as `kubectl drain --timeout` does, and reports it). Only the
+// pools' pods are evicted: the node is shared with other tests. Each accepted
+// eviction is a fault the monitor excuses for that pod; a refused one is not:
+// it did nothing to the pod.
+func (l *Loop) Drain(ctx context.Context, node string, o DrainOptions) (DrainReport, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = time.Minute
 	}
-	defer func() { _ = l.cordon(context.WithoutCancel(ctx), node, false) }()
+	if o.Retry <= 0 {
+		o.Retry = time.Second
+	}
+	l.fault(func(f *Faults) { f.Drains++ })
+	if o.Cordon {
+		if err := l.cordon(ctx, node, true); err != nil {
+			return DrainReport{}, err
+		}
+		defer func() { _ = l.cordon(context.WithoutCancel(ctx), node, false) }()
+	}
 	pods, _, err := l.RunnerPods(ctx)
 	if err != nil {
-		return nil, err
+		return DrainReport{}, err
 	}
-	var evicted []string
-	var errs []error
+	d := &drain{l: l, o: o, deadline: time.Now().Add(o.Timeout)}
+	var wg sync.WaitGroup
 	for _, pod := range pods {
-		if pod.Spec.NodeName != node {
-			continue
-		}
-		l.Monitor.Fault(pod.Name, "evicted by a node drain")
-		err := l.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
-			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}})
-		switch {
-		case err == nil:
-			evicted = append(evicted, pod.Name)
-			l.fault(func(f *Faults) { f.Evictions++ })
-		case !apierrors.IsNotFound(err):
-			errs = append(errs, fmt.Errorf("evicting %s: %w", pod.Name, err))
+		if pod.Spec.NodeName == node {
+			wg.Go(func() { d.evict(ctx, pod) })
 		}
 	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(hold):
+	wg.Wait()
+	if o.Cordon {
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.Hold):
+		}
 	}
-	return evicted, errors.Join(errs...)
+	return d.report, errors.Join(d.errs...)
+}
+
+// drain is one Drain under way.
+type drain struct {
+	l        *Loop
+	o        DrainOptions
+	deadline time.Time
+	mu       sync.Mutex
+	report   DrainReport
+	errs     []error
+}
+
+// evictedFault is what the monitor records of an accepted eviction.
+const evictedFault = "evicted by a node drain"
+
+// evict evicts pod until the eviction API accepts it, the pod is gone, or the
+// drain's deadline has passed.
+func (d *drain) evict(ctx context.Context, pod corev1.Pod) {
+	for {
+		// Recorded before the eviction, which the monitor may see before the
+		// answer comes; withdrawn when the eviction was not accepted.
+		d.l.Monitor.Fault(pod.Name, evictedFault)
+		err := d.l.opts.Kube.PolicyV1().Evictions(pod.Namespace).Evict(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+			// The pod as listed: a newer pod of the same name is not evicted.
+			DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pod.UID}}})
+		if err != nil {
+			d.l.Monitor.Withdraw(pod.Name, evictedFault)
+		}
+		done := d.answer(pod.Name, err)
+		if done {
+			return
+		}
+		if time.Now().Add(d.o.Retry).After(d.deadline) {
+			d.note(func(r *DrainReport) { r.GaveUp = append(r.GaveUp, pod.Name) })
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d.o.Retry):
+		}
+	}
+}
+
+// answer records the eviction API's answer for pod; true when the pod needs no
+// other eviction.
+func (d *drain) answer(pod string, err error) bool {
+	a := Eviction{Pod: pod, At: time.Now(), Err: err}
+	switch {
+	case err == nil:
+		a.Code = http.StatusCreated
+		d.l.fault(func(f *Faults) { f.Evictions++ })
+		d.note(func(r *DrainReport) { r.Evicted = append(r.Evicted, pod) })
+	case apierrors.IsTooManyRequests(err):
+		a.Code = http.StatusTooManyRequests
+		d.l.fault(func(f *Faults) { f.EvictionsRefused++ })
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err): // gone, or another pod of its name
+		a.Code = http.StatusNotFound
+		d.note(func(r *DrainReport) { r.Gone = append(r.Gone, pod) })
+	default:
+		d.mu.Lock()
+		d.errs = append(d.errs, fmt.Errorf("evicting %s: %w", pod, err))
+		d.mu.Unlock()
+	}
+	d.note(func(r *DrainReport) { r.Answers = append(r.Answers, a) })
+	return a.Code != http.StatusTooManyRequests
+}
+
+func (d *drain) note(f func(*DrainReport)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f(&d.report)
 }
 
 func (l *Loop) cordon(ctx context.Context, node string, on bool) error {

@@ -146,6 +146,9 @@ type Faults struct {
 	ThrottledSweeps int
 	// KubeletRestarts counts restarts of the node's kubelet (RestartKubelet).
 	KubeletRestarts int
+	// EvictionsRefused counts the drains' evictions the API refused (429: a
+	// busy runner's disruption budget); they hit no pod.
+	EvictionsRefused int
 }
 
 // Loop is a running closed loop.

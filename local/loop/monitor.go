@@ -127,6 +127,23 @@ func (m *Monitor) Fault(runner, what string) {
 	m.faults[runner] = append(m.faults[runner], what)
 }
 
+// Withdraw takes back the last fault what that Fault recorded for runner: it
+// was not injected after all (an eviction the API refused did nothing to the pod).
+func (m *Monitor) Withdraw(runner, what string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.faults[runner]
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i] == what {
+			m.faults[runner] = slices.Delete(f, i, i+1)
+			break
+		}
+	}
+	if len(m.faults[runner]) == 0 {
+		delete(m.faults, runner)
+	}
+}
+
 // PoolFault records a fault that keeps pool's jobs from running (an image that
 // cannot be pulled): its jobs are not held to the wait bound.
 func (m *Monitor) PoolFault(pool, what string) {

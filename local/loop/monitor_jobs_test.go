@@ -120,3 +120,31 @@ func TestLostJobsAreFailedAfterLostAfter(t *testing.T) {
 		t.Fatalf("the next look: %d jobs failed, lost %v; want 2, and the failed jobs forgotten", n, lost)
 	}
 }
+
+// TestWithdrawnFaultExcusesNothing: an eviction the API refused (a busy
+// runner's disruption budget) is withdrawn, and a cancelled job on that runner
+// is a violation; a fault recorded twice and withdrawn once still excuses.
+func TestWithdrawnFaultExcusesNothing(t *testing.T) {
+	t.Parallel()
+	sim, _, take := simWithRunner(t)
+	l := testLoop(t, sim)
+	_, refused := take("small-a")
+	_, twice := take("small-b")
+	l.Monitor.Fault("small-a", evictedFault)
+	l.Monitor.Withdraw("small-a", evictedFault)
+	l.Monitor.Fault("small-b", evictedFault)
+	l.Monitor.Fault("small-b", evictedFault)
+	l.Monitor.Withdraw("small-b", evictedFault)
+	for _, j := range []githubsim.Job{refused, twice} {
+		if err := sim.CompleteJobAs(j.ID, githubsim.JobCancelled); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.judgeJobs(sim.Jobs())
+	v := l.Monitor.Violations()
+	if len(v) != 1 {
+		t.Fatalf("violations %q, want job %d alone", v, refused.ID)
+	}
+	mustFind(t, "violations", v, fmt.Sprintf("job %d on runner small-a ended cancelled", refused.ID))
+	mustFind(t, "excused", l.Monitor.Excused(), fmt.Sprintf("job %d on runner small-b ended cancelled", twice.ID), evictedFault)
+}

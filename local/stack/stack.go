@@ -273,11 +273,12 @@ func (s *Stack) startAPIServer(ctx context.Context, opts Options, bins string, p
 
 func (s *Stack) startControllerManager(opts Options, bins string) error {
 	// The node-lifecycle controller removes the not-ready taint a kubelet registers
-	// its node with, once the node is Ready.
+	// its node with, once the node is Ready. The disruption controller computes
+	// the PodDisruptionBudgets' status, which the eviction API decides by.
 	return s.spawn(opts, nil, "kube-controller-manager", filepath.Join(bins, "kube-controller-manager"),
 		"--kubeconfig="+s.Kubeconfig,
 		"--leader-elect=false", "--secure-port=0",
-		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller",
+		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller,disruption-controller",
 		"--node-monitor-period=2s",
 		"--concurrent-statefulset-syncs=10",
 		"--use-service-account-credentials=false")
