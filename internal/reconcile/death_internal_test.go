@@ -61,20 +61,36 @@ func TestDeathFromPod(t *testing.T) {
 		{"deleted after its runner was OOM-killed", deleting(runnerPod(ended(137, "OOMKilled", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
 			"OOMKilled (exit code 137)", deathT0, deathT0.Add(time.Second)},
 		{"no pod", nil, true, "", time.Time{}, time.Time{}},
+		{"deleted, its runner stopped on SIGTERM", deleting(runnerPod(ended(143, "Error", at.Add(5*time.Second)), corev1.ContainerState{}), ""), false,
+			"pod deleted", at, at.Add(30 * time.Second)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, ok := death(tc.pod, tc.ephemeral)
-			if ok != (tc.cause != "") {
-				t.Fatalf("death = %+v, %v; want a death: %v", d, ok, tc.cause != "")
+			ds := deaths(tc.pod, tc.ephemeral)
+			if len(ds) != 0 != (tc.cause != "") || len(ds) > 1 {
+				t.Fatalf("deaths = %+v; want a death: %v", ds, tc.cause != "")
 			}
-			if !ok {
+			if len(ds) == 0 {
 				return
 			}
+			d := ds[0]
 			if !strings.Contains(d.Cause, tc.cause) || !d.From().Equal(tc.from) || !d.To().Equal(tc.to) || d.Runner != "p-abcde-0" ||
 				d.Deleted != strings.HasPrefix(tc.cause, "pod deleted") {
 				t.Fatalf("death = %+v (from %s to %s), want %q from %s to %s", d, d.From(), d.To(), tc.cause, tc.from, tc.to)
 			}
 		})
+	}
+}
+
+// A runner the kubelet killed at the end of its pod's grace period shows both
+// the deletion and the container's death.
+func TestDeathsOfAPodKilledAtTheEndOfItsGrace(t *testing.T) {
+	at := deathT0.Add(time.Minute)
+	pod := runnerPod(ended(137, "Error", at.Add(30*time.Second)), corev1.ContainerState{})
+	end, grace := metav1.NewTime(at.Add(30*time.Second)), int64(30)
+	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &end, &grace
+	ds := deaths(pod, false)
+	if len(ds) != 2 || !ds[0].Deleted || ds[1].Deleted || !strings.Contains(ds[1].Cause, "exit code 137") || !ds[1].To().Equal(at.Add(30*time.Second)) {
+		t.Fatalf("deaths = %+v, want the deletion and the container killed at its end", ds)
 	}
 }

@@ -17,8 +17,8 @@ import (
 
 // Re-runs (package rerun). Each sweep first records the deaths its pool's pods
 // show — a runner container OOM-killed, killed or ended with an error, a pod
-// deleted, evicted or lost with its node — once per death (the pod keeps the
-// key of the last one recorded, annotationDeath), so that they outlive the pod.
+// deleted, evicted or lost with its node — once per death and process, so
+// that they outlive the pod.
 // Then it decides its pool's failed jobs: a job whose runner died under it is
 // re-run through GitHub within the pool's budget per workflow run
 // (rerunsPerRun); one whose runner did not is left failed.
@@ -46,9 +46,6 @@ type Rerunner interface {
 // stops before anything could delete that pod.
 var errDeathsUnrecorded = errors.New("runner deaths not recorded: this sweep stops here")
 
-// annotationDeath holds the key of the last death recorded from the pod.
-const annotationDeath = "runnerscaler.dev/death-recorded"
-
 // Back-off of a re-run GitHub refused for now.
 const (
 	rerunBackoff    = 5 * time.Second
@@ -67,16 +64,15 @@ func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
 		return nil
 	}
 	var errs []error
+	pods := s.orphans
 	for _, rn := range s.runners {
-		if err := r.noteDeath(ctx, s, rn); err != nil {
-			errs = append(errs, err)
+		if rn.pod != nil {
+			pods = append(pods, rn.pod)
 		}
 	}
-	for _, pod := range s.orphans {
-		if d, ok := death(pod, s.p.IsEphemeral()); ok {
-			if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
-				errs = append(errs, err)
-			}
+	for _, pod := range pods {
+		if err := r.noteDeaths(ctx, s, pod); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -96,57 +92,55 @@ func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
 	return errors.Join(errs...)
 }
 
-// noteDeath records the death rn's pod shows, if it has not been recorded.
-func (r *Reconciler) noteDeath(ctx context.Context, s *sweep, rn *runner) error {
-	d, ok := death(rn.pod, s.p.IsEphemeral())
-	if !ok || rn.pod.Annotations[annotationDeath] == d.Key() {
-		return nil
-	}
-	if _, seen := r.deaths.Load(d.Runner + "/" + d.Key()); seen {
-		return nil // recorded by an earlier sweep of this process (a pod being deleted keeps no annotation)
-	}
-	if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
-		return err
-	}
-	r.deaths.Store(d.Runner+"/"+d.Key(), struct{}{})
-	s.reruns.deaths++
-	s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "from", d.From(), "to", d.To(), "deleted", d.Deleted)
-	if rn.pod.DeletionTimestamp != nil {
-		return nil // being deleted: recording it again until it is gone is harmless
-	}
-	if err := r.annotatePod(ctx, rn, annotationDeath, d.Key()); err != nil && !errors.Is(err, ErrStale) {
-		return err
+// noteDeaths records the deaths pod shows that this process has not recorded
+// (a write is idempotent: after a restart of the process, a death is written
+// once more).
+func (r *Reconciler) noteDeaths(ctx context.Context, s *sweep, pod *corev1.Pod) error {
+	for _, d := range deaths(pod, s.p.IsEphemeral()) {
+		key := d.Runner + "/" + d.Key()
+		if _, seen := r.deaths.Load(key); seen {
+			continue
+		}
+		if err := r.opts.Reruns.RecordDeath(ctx, d, s.now); err != nil {
+			return err
+		}
+		r.deaths.Store(key, struct{}{})
+		s.reruns.deaths++
+		s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "from", d.From(), "to", d.To(), "deleted", d.Deleted)
 	}
 	return nil
 }
 
-// death is the runner death pod shows, if any: its deletion while its runner
-// ran (From: when it was asked, To: the end of its grace period), or its runner
-// container's end with an OOM kill or a non-zero exit code. An ephemeral runner runs once, in its
-// pod's first container (a restarted one repeats the run's outcome, see
-// runner/entrypoint.sh), so its death is bounded by the pod's start and the
-// end the kubelet shows; a persistent runner's is that end.
-func death(pod *corev1.Pod, ephemeral bool) (rerun.Death, bool) {
+// deaths are the runner deaths pod shows: its deletion while its runner ran
+// (Deleted; From: when it was asked, To: the end of its grace period), and its
+// runner container's end with an OOM kill or a non-zero exit code — but 143,
+// the entrypoint's own end on SIGTERM, in a pod being deleted (the deletion is
+// the death then). An ephemeral runner runs once, in its pod's first container
+// (a restarted one repeats the run's outcome, see runner/entrypoint.sh), so
+// its container's death is bounded by the pod's start and the end the kubelet
+// shows; a persistent runner's is that end.
+func deaths(pod *corev1.Pod, ephemeral bool) []rerun.Death {
 	if pod == nil {
-		return rerun.Death{}, false
+		return nil
 	}
+	var out []rerun.Death
 	cs := runnerStatus(pod)
-	if pod.DeletionTimestamp != nil {
+	deleting := pod.DeletionTimestamp != nil
+	if deleting {
 		end := pod.DeletionTimestamp.Time
 		from := end
 		if g := pod.DeletionGracePeriodSeconds; g != nil {
 			from = end.Add(-time.Duration(*g) * time.Second)
 		}
 		if !endedBefore(cs, from) {
-			return rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli(), Deleted: true}, true
+			out = append(out, rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli(), Deleted: true})
 		}
-		// The runner had ended before the deletion: how it ended is what counts.
 	}
 	if cs == nil {
-		return rerun.Death{}, false
+		return out
 	}
 	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-		if t == nil || (t.ExitCode == 0 && t.Reason != "OOMKilled") {
+		if t == nil || (t.ExitCode == 0 && t.Reason != "OOMKilled") || (deleting && t.ExitCode == 143) {
 			continue
 		}
 		cause := fmt.Sprintf("runner container %s (exit code %d)", t.Reason, t.ExitCode)
@@ -157,9 +151,9 @@ func death(pod *corev1.Pod, ephemeral bool) (rerun.Death, bool) {
 		if ephemeral && pod.Status.StartTime != nil {
 			from = pod.Status.StartTime.Time
 		}
-		return rerun.Death{Runner: pod.Name, Cause: cause, FromMillis: from.UnixMilli(), ToMillis: t.FinishedAt.UnixMilli()}, true
+		return append(out, rerun.Death{Runner: pod.Name, Cause: cause, FromMillis: from.UnixMilli(), ToMillis: t.FinishedAt.UnixMilli()})
 	}
-	return rerun.Death{}, false
+	return out
 }
 
 // endedBefore: the runner container is not running and its last run ended
@@ -250,18 +244,16 @@ func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) 
 	if !charged {
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("the workflow run's budget of %d re-run(s) is spent (rerunsPerRun)", budget))
 	}
-	if c.Tries > 0 {
-		// An earlier call may have re-run the job with its answer lost (a
-		// timeout, a 5xx): a new attempt of the run says so, and the job is not
-		// re-run twice.
-		attempt, err := rr.RunAttempt(ctx, s.p.Scope(), c.Repository, c.RunID)
-		if err != nil {
-			return r.rerunLater(ctx, s, c, err)
-		}
-		if attempt > max(c.RunAttempt, 1) {
-			s.reruns.delays = append(s.reruns.delays, s.now.Sub(c.Completed()))
-			return r.settleRerun(ctx, s, c, rerun.Rerun, fmt.Sprintf("an earlier call re-ran it (the run is at attempt %d)", attempt))
-		}
+	// An earlier call may have re-run the job with its answer, or the record of
+	// the call, lost (a timeout, a 5xx, a sweep killed before it wrote): a
+	// newer attempt of the run says so, and the job is not re-run twice. (A
+	// person re-running the run makes one too: then it is not re-run either.)
+	attempt, err := rr.RunAttempt(ctx, s.p.Scope(), c.Repository, c.RunID)
+	if err != nil {
+		return r.rerunLater(ctx, s, c, err)
+	}
+	if attempt > max(c.RunAttempt, 1) {
+		return r.settleRerun(ctx, s, c, rerun.Rerun, fmt.Sprintf("re-run already: the run is at attempt %d", attempt))
 	}
 	c.Tries++
 	err = rr.RerunJob(ctx, s.p.Scope(), c.Repository, c.JobID)

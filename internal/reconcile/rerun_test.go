@@ -305,7 +305,7 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	e.clock.Step(time.Minute)
 	_ = e.sweep(1, e.clock.Now())
 	c := e.store.get(e.job.ID)
-	if c.Outcome != rerun.Rerun || !strings.Contains(c.Reason, "an earlier call re-ran it") {
+	if c.Outcome != rerun.Rerun || !strings.Contains(c.Reason, "re-run already: the run is at attempt 2") {
 		t.Fatalf("decision %+v: want re-run, by the earlier call", c)
 	}
 	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 || e.rerunCalls() != 1 {

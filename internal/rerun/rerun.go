@@ -100,16 +100,21 @@ type Death struct {
 }
 
 // during reports whether d could have killed a job that ran from started to
-// completed: a container that ended within the job (with the margins), or a
-// deletion asked before the job completed whose grace period reaches the job
-// (a deletion asked after the job's end, such as the one that removes an
-// ephemeral runner after its job, killed nothing of it).
-func (d Death) during(started, completed time.Time) bool {
+// completed and ended with conclusion: a container that ended within the job
+// (with the margins), or a deletion asked before a cancelled job completed
+// whose grace period reaches the job (a deletion asked after the job's end,
+// such as the one that removes an ephemeral runner after its job, killed
+// nothing of it; a job that failed by itself during the grace period was not
+// killed by it).
+func (d Death) during(started, completed time.Time, conclusion string) bool {
 	if d.To().Before(started.Add(-earlyMargin)) {
 		return false
 	}
 	if d.Deleted {
-		return d.From().Before(completed)
+		// The entrypoint lets a job finish within the pod's grace period and
+		// cancels it after: a deletion kills a job it ends as cancelled (a
+		// runner killed at the end of the grace period is a container death).
+		return d.From().Before(completed) && conclusion == "cancelled"
 	}
 	return !d.From().After(completed.Add(lateMargin))
 }
@@ -160,7 +165,7 @@ func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verd
 		started = completed
 	}
 	for _, d := range deaths {
-		if d.Runner == c.Runner && d.during(started, completed) && !startedBetween(starts, started, d.From()) {
+		if d.Runner == c.Runner && d.during(started, completed, c.Conclusion) && !startedBetween(starts, started, d.From()) {
 			return Verdict{Outcome: Rerun, Cause: d.Cause}
 		}
 	}

@@ -42,8 +42,7 @@ func TestDecide(t *testing.T) {
 		want   rerun.Outcome
 	}{
 		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, nil, completed, rerun.Rerun},
-		{"pod deleted over the job's end", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, nil, completed, rerun.Rerun},
-		{"handed a job as its pod was being deleted", []rerun.Death{deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second))}, nil, completed, rerun.Rerun},
+		{"pod deleted over the job's end, job failed by itself", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, nil, later, rerun.NotRerun},
 		{"pod deleted after the job ended", []rerun.Death{deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second))}, nil, later, rerun.NotRerun},
 		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, nil, later, rerun.Rerun},
 		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, nil, later, rerun.NotRerun},
@@ -66,6 +65,29 @@ func TestDecide(t *testing.T) {
 				t.Fatalf("cause %q: want the death's", v.Cause)
 			}
 		})
+	}
+}
+
+// A deletion kills a job it cancels (the entrypoint cancels a job still running
+// at the end of its graceful stop): asked before the job completed, it is a
+// re-run; asked after, it is not.
+func TestDecideDeletion(t *testing.T) {
+	started, completed := t0, t0.Add(time.Minute)
+	c := candidate(started, completed)
+	c.Conclusion = "cancelled"
+	later := completed.Add(rerun.Settle)
+	for _, tc := range []struct {
+		name string
+		d    rerun.Death
+		want rerun.Outcome
+	}{
+		{"deleted over the job's end", deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second)), rerun.Rerun},
+		{"handed a job as its pod was being deleted", deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second)), rerun.Rerun},
+		{"deleted after the job ended", deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second)), rerun.NotRerun},
+	} {
+		if v := rerun.Decide(c, []rerun.Death{tc.d}, nil, later); v.Outcome != tc.want {
+			t.Errorf("%s: Decide = %+v, want %q", tc.name, v, tc.want)
+		}
 	}
 }
 
