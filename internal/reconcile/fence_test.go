@@ -232,6 +232,18 @@ func TestTwoSweepersCreateEachRunnerOnce(t *testing.T) {
 	e.assertOneOfEach()
 	both(2)
 	e.assertOneOfEach()
+	// One alone finishes: a write the other sweeper made last may still be
+	// news to its first read (ErrStale: that runner waits one sweep).
+	for i := 0; ; i++ {
+		err := e.sweep(2, time.Time{})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, reconcile.ErrStale) || i == 2 {
+			t.Fatalf("lone sweep %d: %v", i, err)
+		}
+	}
+	e.endStoppedRunners()
 	e.mustSweep(2, time.Time{})
 	if n := len(e.statefulSets()); n != 2 {
 		t.Fatalf("%d statefulsets, want 2", n)

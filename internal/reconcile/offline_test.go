@@ -21,6 +21,9 @@ func TestEvictedStartingRunnerIsNotRemovedWhileItMayConnect(t *testing.T) {
 	if err := e.sim.SetOnline(r.ID, false); err != nil {
 		t.Fatal(err)
 	}
+	// Bound to a node, as a starting runner's pod is: the API server deletes an
+	// unbound pod at once (no grace period), which would end the wait at once.
+	e.bind(name+"-0", "node-a")
 	if err := e.raw.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
