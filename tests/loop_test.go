@@ -323,6 +323,44 @@ pools:
 	w.noViolations()
 }
 
+// TestEphemeralTokenPool: an ephemeral pool with `registration: token` registers
+// its runners with the scope's registration token (config.sh --ephemeral), so a
+// burst costs one GitHub request per scope instead of one JIT config per runner;
+// each runner takes one job, and the pool scales back to zero.
+func TestEphemeralTokenPool(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, `
+pools:
+  - name: burst
+    organization: acme
+    labels: [burst]
+    registration: token
+    maxReplicas: 3
+    scaleDownDelaySecondsAfterScaleOut: 1
+    kubernetes: {namespace: %[1]s, template: %[2]s}
+`, loop.Options{SweepEvery: time.Second})
+	w.queue(5, time.Second, "burst")
+	w.waitFor("every job completed", 3*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
+	perRunner := map[string]int{}
+	for _, j := range w.loop.Sim.Jobs() {
+		perRunner[j.RunnerName]++
+	}
+	for name, n := range perRunner {
+		if n != 1 {
+			t.Errorf("runner %s took %d jobs, want 1 (ephemeral)", name, n)
+		}
+	}
+	w.waitFor("back to zero", 2*time.Minute, w.quiescent)
+	calls := w.loop.Sim.Calls()
+	if n := calls["POST /orgs/{org}/actions/runners/generate-jitconfig"]; n != 0 {
+		t.Errorf("%d JIT configs requested, want 0 in token mode", n)
+	}
+	if n := calls["POST /orgs/{org}/actions/runners/registration-token"]; n < 1 {
+		t.Errorf("no registration token requested (calls: %v)", calls)
+	}
+	w.noViolations()
+}
+
 // TestScheduledOverrideKeepsAWarmPool: an active override keeps two runners
 // registered with no job queued, so a job starts without waiting for a new runner.
 func TestScheduledOverrideKeepsAWarmPool(t *testing.T) {

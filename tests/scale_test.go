@@ -28,6 +28,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -54,6 +55,9 @@ type scaleSpec struct {
 	steadySweeps int
 	// sample: check a sample of the exchanges against GitHub's description (see conform).
 	sample bool
+	// token: the pools register their runners with the registration token
+	// (registration: token) instead of a JIT config each.
+	token bool
 }
 
 // scaleWorld is one run's control plane, GitHub and sweeper.
@@ -101,11 +105,15 @@ func newScaleWorld(tb testing.TB, spec scaleSpec) *scaleWorld {
 	}
 	var y strings.Builder
 	y.WriteString("pools:\n")
+	registration := pool.RegistrationJIT
+	if spec.token {
+		registration = pool.RegistrationToken
+	}
 	for i := range spec.pools {
 		// One organization, one installation; no scheduler has this name: the
 		// harness plays the kubelet.
-		fmt.Fprintf(&y, "  - {name: p%d, organization: acme, maxReplicas: 100, scaleDownDelaySecondsAfterScaleOut: 60, "+
-			"kubernetes: {namespace: %s, image: runner:1, template: {spec: {schedulerName: runnerscaler.dev/no-scheduler}}}}\n", i, ns)
+		fmt.Fprintf(&y, "  - {name: p%d, organization: acme, registration: %s, maxReplicas: 100, scaleDownDelaySecondsAfterScaleOut: 60, "+
+			"kubernetes: {namespace: %s, image: runner:1, template: {spec: {schedulerName: runnerscaler.dev/no-scheduler}}}}\n", i, registration, ns)
 	}
 	if w.cfg, err = pool.Parse([]byte(y.String())); err != nil {
 		tb.Fatal(err)
@@ -113,7 +121,8 @@ func newScaleWorld(tb testing.TB, spec scaleSpec) *scaleWorld {
 	metered := w.meter.client(db)
 	w.rs = reservation.New(db, tableName, w.clock)
 	store := reservation.New(metered, tableName, w.clock)
-	rec, err := reconcile.New(w.cfg, kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: store, Deployment: tableName})
+	rec, err := reconcile.New(w.cfg, kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: store, Deployment: tableName,
+		RunnerListMaxAge: reconcile.DefaultRunnerListMaxAge})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -278,7 +287,8 @@ func (w *scaleWorld) counts() (statefulSets, runners int) {
 // startPods plays the kubelet and the runner agent for every pod not yet
 // started: it waits for the StatefulSet controller to make a pod per
 // StatefulSet, marks each running (its runner idle) and registers its runner
-// with its JIT config.
+// with its JIT config, or its registration token as the entrypoint would
+// (config.sh --ephemeral with the pod's name).
 func (w *scaleWorld) startPods() {
 	w.tb.Helper()
 	ctx := w.tb.Context()
@@ -315,7 +325,12 @@ func (w *scaleWorld) startPods() {
 		if err != nil {
 			return err
 		}
-		_, err = w.sim.Register(githubsim.Registration{JITConfig: string(sec.Data[runnerpod.SecretJITConfig])})
+		if jit := sec.Data[runnerpod.SecretJITConfig]; len(jit) > 0 {
+			_, err = w.sim.Register(githubsim.Registration{JITConfig: string(jit)})
+			return err
+		}
+		_, err = w.sim.Register(githubsim.Registration{Token: string(sec.Data[runnerpod.SecretToken]),
+			Scope: scope.Scope{Organization: "acme"}.String(), Name: p.Name, Labels: []string{"self-hosted"}, Ephemeral: true})
 		return err
 	})
 }
@@ -416,6 +431,7 @@ func (w *scaleWorld) run(maxSweeps int) envelope {
 		note(c)
 		e.burst, e.burstSweeps, e.burstMaxWall = e.burst.add(c), i+1, max(e.burstMaxWall, c.wall)
 		at := time.Duration(i)*time.Minute + c.wall
+		w.startPods() // the kubelet starts the new runners, whose agents register (token mode)
 		sts, rn := w.counts()
 		if e.toHalf == 0 && min(sts, rn) >= n/2 {
 			e.toHalf = at
@@ -424,9 +440,7 @@ func (w *scaleWorld) run(maxSweeps int) envelope {
 			e.toAll = at
 			break
 		}
-		w.startPods() // the kubelet starts the new runners before the next minute
 	}
-	w.startPods()
 	// Steady: past half the registration timeout of the last runners made (the
 	// sweeps record their registrations then), then a quarter of an hour.
 	for range 6 {
@@ -498,6 +512,30 @@ func TestScaleEnvelopeSmall(t *testing.T) {
 		e.down, e.downSweeps, e.downCost.calls, e.maxWall, float64(e.maxHeap)/(1<<20))
 }
 
+// TestScaleEnvelopeSmallToken: the same with `registration: token`: one
+// registration token serves every runner of the organization, so the burst
+// is made in the first invocation, with no JIT config and no refusal.
+func TestScaleEnvelopeSmallToken(t *testing.T) {
+	t.Parallel()
+	w := newScaleWorld(t, scaleSpec{pools: 30, runners: 200, parallelism: 4, steadySweeps: 2, token: true})
+	e := w.run(15)
+	if e.burstSweeps != 1 {
+		t.Errorf("burst took %d invocations, want 1", e.burstSweeps)
+	}
+	calls := w.sim.Calls()
+	if n := calls["POST /orgs/{org}/actions/runners/generate-jitconfig"]; n != 0 {
+		t.Errorf("%d JIT configs, want 0", n)
+	}
+	if n := calls["POST /orgs/{org}/actions/runners/registration-token"]; n != 1 {
+		t.Errorf("%d registration tokens, want 1 (cached for the hour)", n)
+	}
+	if total(e.refusalsBy) != 0 {
+		t.Errorf("refusals %v, want none", e.refusalsBy)
+	}
+	t.Logf("burst to %d: all in %v (%d GitHub calls); steady %d calls/%d invocations; to zero in %v (%d invocations, %d calls)",
+		w.spec.runners, e.toAll, e.burst.calls, e.steady.calls, e.steadySweeps, e.down, e.downSweeps, e.downCost.calls)
+}
+
 // lambdaTimeout is the sweeper's Timeout in template.yaml, which
 // BenchmarkScaleEnvelope holds every invocation to.
 const lambdaTimeout = 120 * time.Second
@@ -514,8 +552,13 @@ const lambdaTimeout = 120 * time.Second
 // sweeper's memory in Lambda, not a measure of it. Every invocation must end
 // within the template's sweeper timeout.
 func BenchmarkScaleEnvelope(b *testing.B) {
+	b.Run("registration=jit", func(b *testing.B) { benchmarkScaleEnvelope(b, false) })
+	b.Run("registration=token", func(b *testing.B) { benchmarkScaleEnvelope(b, true) })
+}
+
+func benchmarkScaleEnvelope(b *testing.B, token bool) {
 	for b.Loop() {
-		w := newScaleWorld(b, scaleSpec{pools: 300, runners: 2000, parallelism: 4, steadySweeps: 5, sample: true})
+		w := newScaleWorld(b, scaleSpec{pools: 300, runners: 2000, parallelism: 4, steadySweeps: 5, sample: true, token: token})
 		e := w.run(40)
 		if e.maxWall > lambdaTimeout {
 			b.Errorf("an invocation took %v, more than the sweeper's %v timeout", e.maxWall, lambdaTimeout)

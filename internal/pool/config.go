@@ -25,6 +25,12 @@ const (
 	DefaultRerunsPerRun = 1
 	// MaxRerunsPerRun is GitHub's limit of re-runs of a workflow run.
 	MaxRerunsPerRun = 50
+	// RegistrationJIT: each runner gets a just-in-time config, one GitHub
+	// request (generate-jitconfig) per runner. Ephemeral pools only.
+	RegistrationJIT = "jit"
+	// RegistrationToken: runners register with config.sh and the scope's
+	// registration token, one GitHub request per scope an hour.
+	RegistrationToken = "token"
 	// MaxNameLength keeps `<name>-xxxxx-0` and the controller-revision-hash label within 63 characters.
 	MaxNameLength = 40
 )
@@ -47,9 +53,14 @@ type Pool struct {
 	Labels       []string `yaml:"labels"`
 	// Arch is the runner's architecture label (x64, arm64 or arm; default x64),
 	// implied like `self-hosted` and `linux`: the runner agent adds these itself.
-	Arch        string `yaml:"arch"`
-	Ephemeral   *bool  `yaml:"ephemeral"`
-	MinReplicas int    `yaml:"minReplicas"`
+	Arch      string `yaml:"arch"`
+	Ephemeral *bool  `yaml:"ephemeral"`
+	// Registration is how the pool's runners register: RegistrationJIT (the
+	// default for ephemeral pools: one just-in-time config per runner) or
+	// RegistrationToken (one registration token per scope; required for
+	// persistent pools). See UsesToken.
+	Registration string `yaml:"registration"`
+	MinReplicas  int    `yaml:"minReplicas"`
 	// MaxReplicas is required: an autoscaler with no ceiling is a bill with no ceiling.
 	MaxReplicas                        *int                `yaml:"maxReplicas"`
 	ScaleUpTriggers                    []ScaleUpTrigger    `yaml:"scaleUpTriggers"`
@@ -188,7 +199,7 @@ func (c *Config) validate() error {
 }
 
 func (p *Pool) validate() error {
-	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateReplicas,
+	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateReplicas,
 		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -220,6 +231,17 @@ func (p *Pool) validateLabels() error {
 	}
 	if !slices.Contains(arches, p.Arch) {
 		return fmt.Errorf("arch: %q must be one of %v", p.Arch, arches)
+	}
+	return nil
+}
+
+func (p *Pool) validateRegistration() error {
+	switch {
+	case p.Registration != "" && p.Registration != RegistrationJIT && p.Registration != RegistrationToken:
+		return fmt.Errorf("registration: %q must be %q or %q", p.Registration, RegistrationJIT, RegistrationToken)
+	case p.Registration == RegistrationJIT && !p.IsEphemeral():
+		return fmt.Errorf("registration: %q needs ephemeral runners (a JIT config registers a runner for one job); "+
+			"persistent pools register with %q", RegistrationJIT, RegistrationToken)
 	}
 	return nil
 }
@@ -309,6 +331,13 @@ func (p *Pool) Scope() scope.Scope {
 
 // IsEphemeral reports whether runners take one job and exit (the default).
 func (p *Pool) IsEphemeral() bool { return p.Ephemeral == nil || *p.Ephemeral }
+
+// UsesToken reports whether the pool's runners register with the scope's
+// registration token: persistent pools always, ephemeral pools when
+// registration is RegistrationToken. Otherwise each runner gets a JIT config.
+func (p *Pool) UsesToken() bool {
+	return !p.IsEphemeral() || p.Registration == RegistrationToken
+}
 
 // Reruns is rerunsPerRun, or its default.
 func (p *Pool) Reruns() int {

@@ -94,6 +94,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"bad arch", "pools:\n" + base + "    arch: amd64\n", `pools[0] (a): arch: "amd64" must be one of`},
 		{"negative reruns", "pools:\n" + base + "    rerunsPerRun: -1\n", "pools[0] (a): rerunsPerRun: -1 must be between 0 (no re-runs) and 50 (GitHub's limit)"},
 		{"too many reruns", "pools:\n" + base + "    rerunsPerRun: 51\n", "pools[0] (a): rerunsPerRun: 51 must be between 0"},
+		{"unknown registration", "pools:\n" + base + "    registration: pat\n", `pools[0] (a): registration: "pat" must be "jit" or "token"`},
+		{"jit for a persistent pool", "pools:\n" + base + "    ephemeral: false\n    registration: jit\n", `pools[0] (a): registration: "jit" needs ephemeral runners`},
 		{"comma label", "pools:\n" + base + "    labels: [\"a,b\"]\n", `pools[0] (a): labels[0]: "a,b"`},
 		{"two triggers", "pools:\n" + base + "    scaleUpTriggers: [{amount: 1}, {amount: 2}]\n", "pools[0] (a): scaleUpTriggers: at most one"},
 		{"docker twice", "pools:\n" + strings.Replace(base, "image: runner:1}", "image: runner:1, dockerEnabled: true, dockerdWithinRunnerContainer: true}", 1), "mutually exclusive"},
@@ -109,5 +111,29 @@ func TestValidationNamesTheField(t *testing.T) {
 				t.Fatalf("error = %v\nwant it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Ephemeral pools register each runner with a JIT config unless they ask for
+// the registration token; persistent pools always use the token.
+func TestUsesToken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		extra string
+		want  bool
+	}{
+		{"", false},
+		{"    registration: jit\n", false},
+		{"    registration: token\n", true},
+		{"    ephemeral: false\n", true},
+		{"    ephemeral: false\n    registration: token\n", true},
+	} {
+		cfg, err := pool.Parse([]byte(valid + tc.extra))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		if got := cfg.Pool("a").UsesToken(); got != tc.want {
+			t.Errorf("%q: UsesToken() = %v, want %v", tc.extra, got, tc.want)
+		}
 	}
 }

@@ -239,8 +239,11 @@ func (s *stopper) ensureIdle(ctx context.Context) error {
 // earlier idle listing is at least the idle confirmation old, unless the runner
 // never took a job (by the link and by the pod's report).
 func (s *stopper) confirmIdle(ctx context.Context) error {
+	// The window is measured between GitHub's reads (a shared list may be
+	// older than the sweep: see github).
+	read := s.gh.readAt()
 	since, ok := idleSince(s.rn.pod)
-	if ok && s.now.Sub(since) >= s.r.opts.IdleConfirmation {
+	if ok && read.Sub(since) >= s.r.opts.IdleConfirmation {
 		return nil
 	}
 	if !ok {
@@ -252,10 +255,10 @@ func (s *stopper) confirmIdle(ctx context.Context) error {
 		if len(jobs) == 0 && neverReportedJob(s.rn.pod, s.now) {
 			return nil
 		}
-		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, s.now.UTC().Format(time.RFC3339Nano)); err != nil {
+		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, read.UTC().Format(time.RFC3339Nano)); err != nil {
 			return err
 		}
-		since = s.now
+		since = read
 	}
 	s.sw.vetoed[signalIdleWindow]++
 	s.log.Info("GitHub lists the runner idle: removing it once that has held for the idle confirmation",

@@ -218,6 +218,38 @@ func TestIdleConfirmationCatchesTheLagAfterAssignment(t *testing.T) {
 	}
 }
 
+// TestIdleConfirmationIsBetweenReads: with shared runner lists, a sweep may be
+// served a list read seconds before it; the idle confirmation runs from
+// GitHub's first idle read to its last, not to the sweep's clock. The first
+// idle read is at t; a read at t+85 s still lists the runner idle; a sweep at
+// t+91 s is served that read (6 s old): only 85 s of GitHub's reads, so no
+// removal. The next read, past the list's age, completes the confirmation.
+func TestIdleConfirmationIsBetweenReads(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	cfg, err := pool.Parse([]byte(poolYAML(w.ns, false, "runner:1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links,
+		RunnerListMaxAge: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	w.mustSweep(0, time.Time{}) // the first idle read
+	w.kept("first idle read")
+	w.clock.Step(reconcile.DefaultIdleConfirmation - 5*time.Second)
+	w.mustSweep(0, time.Time{}) // a new read: the list of the first is too old
+	w.kept("85 s of idle reads")
+	w.clock.Step(6 * time.Second)
+	w.mustSweep(0, time.Time{})
+	w.kept("the sweep 91 s on was served the read of 85 s")
+	w.clock.Step(5 * time.Second)
+	w.mustSweep(0, time.Time{})
+	if w.removals() != 1 {
+		t.Fatalf("%d RemoveRunner calls after idle reads 96 s apart, want 1", w.removals())
+	}
+}
+
 // TestIdleConfirmationCatchesAFlickerMidJob: a long job, listed busy, except at
 // the one moment the sweep reads GitHub's list; the pod's report and the link are
 // blind (no hooks in the image, the in_progress delivery lost). The idle read

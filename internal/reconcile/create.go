@@ -130,9 +130,9 @@ func (r *Reconciler) dryRun(ctx context.Context, s *sweep) error {
 		return nil
 	}
 	spec := r.spec(s, runnerpod.NewName(s.p.Name))
-	spec.Creds = runnerpod.Credentials{Token: "dry-run"}
-	if s.p.IsEphemeral() {
-		spec.Creds = runnerpod.Credentials{JITConfig: "dry-run"}
+	spec.Creds = runnerpod.Credentials{JITConfig: "dry-run"}
+	if s.p.UsesToken() {
+		spec.Creds = runnerpod.Credentials{Token: "dry-run"}
 	}
 	_, err := r.kube.AppsV1().StatefulSets(s.p.Kubernetes.Namespace).Create(ctx, runnerpod.StatefulSet(spec),
 		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -156,7 +156,7 @@ func mayHaveRegistered(err error) bool {
 
 func (r *Reconciler) credentials(ctx context.Context, s *sweep, name string) (runnerpod.Credentials, error) {
 	p := s.p
-	if !p.IsEphemeral() {
+	if p.UsesToken() {
 		tok, err := r.gh.RegistrationToken(ctx, p.Scope())
 		if err != nil {
 			return runnerpod.Credentials{}, fmt.Errorf("registration token for runner %s: %w", name, err)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
@@ -18,15 +21,32 @@ type GitHub interface {
 	RunnerGroupID(ctx context.Context, s scope.Scope, name string) (int64, error)
 }
 
-// github is one pool sweep's view of GitHub: the scope's runner list is fetched at
-// most once (and only when needed), and the requests sent for the sweep are
-// counted for the metrics (see counting).
+// DefaultRunnerListMaxAge is the sweeper's Options.RunnerListMaxAge: short
+// next to a sweep's work, long enough that the pools of a scope swept in one
+// invocation read its list a few times instead of once each.
+const DefaultRunnerListMaxAge = 10 * time.Second
+
+// github is one pool sweep's view of GitHub: the scope's runner list is read
+// only when needed, and the requests sent for the sweep are counted for the
+// metrics (see counting).
+//
+// With shared lists (Options.RunnerListMaxAge), a list another pool's sweep
+// read up to that long ago may serve this one, but only for answers that make
+// the sweeper wait: a runner listed, online or busy. An answer that lets it
+// act sooner — a runner not listed (nothing to unregister), or listed
+// offline (no idle confirmation needed) — comes from a list read during this
+// sweep, read again when the one at hand is older (byID, byName). Without
+// shared lists every list is this sweep's own, read once.
 type github struct {
-	api      GitHub
-	mu       sync.Mutex
-	list     []githubapi.Runner
-	err      error
-	done     bool
+	api    GitHub
+	shared *sharedLists // nil: not shared
+	start  time.Time    // the sweep's start: a list read since is the sweep's own
+	mu     sync.Mutex
+	list   []githubapi.Runner
+	at     time.Time // when list was read
+	err    error
+	done   bool
+	// requests counts what the sweep sent to GitHub.
 	requests atomic.Int64
 }
 
@@ -36,56 +56,97 @@ func (g *github) counting(ctx context.Context) context.Context {
 	return githubapi.WithCallCounter(ctx, &g.requests)
 }
 
+// runners is the scope's list, shared or the sweep's own.
 func (g *github) runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.done {
-		g.list, g.err = g.api.Runners(ctx, s)
-		g.done = true
+		g.readLocked(ctx, s, time.Time{})
 	}
 	return g.list, g.err
 }
 
-// loaded reports whether this sweep already fetched the list (without fetching it).
+// own is the scope's list as read during this sweep.
+func (g *github) own(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.done || g.err == nil && g.at.Before(g.start) {
+		g.readLocked(ctx, s, g.start)
+	}
+	return g.list, g.err
+}
+
+func (g *github) readLocked(ctx context.Context, s scope.Scope, notBefore time.Time) {
+	if g.shared == nil {
+		g.list, g.err = g.api.Runners(ctx, s)
+		g.at = g.start
+	} else {
+		g.list, g.at, g.err = g.shared.get(ctx, g.api, s, notBefore)
+	}
+	g.done = true
+}
+
+// readAt is when the list this sweep has was read (zero before one is).
+func (g *github) readAt() time.Time {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.at
+}
+
+// loaded reports whether this sweep already has a list (without reading one).
 func (g *github) loaded() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.done && g.err == nil
 }
 
-func (g *github) byName(ctx context.Context, s scope.Scope, name string) (githubapi.Runner, bool, error) {
+// find looks the runner up; an answer that would let the sweeper act sooner
+// (not listed, or offline) is taken from this sweep's own list (see github).
+func (g *github) find(ctx context.Context, s scope.Scope, match func(githubapi.Runner) bool) (githubapi.Runner, bool, error) {
 	list, err := g.runners(ctx, s)
+	gr, found := search(list, match)
+	if err != nil || found && gr.Status == "online" {
+		return gr, found, err
+	}
+	list, err = g.own(ctx, s)
+	gr, found = search(list, match)
+	return gr, found, err
+}
+
+func search(list []githubapi.Runner, match func(githubapi.Runner) bool) (githubapi.Runner, bool) {
 	for _, r := range list {
-		if r.Name == name {
-			return r, true, nil
+		if match(r) {
+			return r, true
 		}
 	}
-	return githubapi.Runner{}, false, err
+	return githubapi.Runner{}, false
+}
+
+func (g *github) byName(ctx context.Context, s scope.Scope, name string) (githubapi.Runner, bool, error) {
+	return g.find(ctx, s, func(r githubapi.Runner) bool { return r.Name == name })
 }
 
 func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (githubapi.Runner, bool, error) {
-	list, err := g.runners(ctx, s)
-	for _, r := range list {
-		if r.ID == id {
-			return r, true, nil
-		}
-	}
-	return githubapi.Runner{}, false, err
+	return g.find(ctx, s, func(r githubapi.Runner) bool { return r.ID == id })
 }
 
-// cached finds the runner in the list this sweep already fetched, without fetching it.
+// listed looks the runner up in the scope's list, shared or not, for a caller
+// that acts only when it is listed (see github).
+func (g *github) listed(ctx context.Context, s scope.Scope, name string) (githubapi.Runner, bool, error) {
+	list, err := g.runners(ctx, s)
+	gr, found := search(list, func(r githubapi.Runner) bool { return r.Name == name })
+	return gr, found, err
+}
+
+// cached finds the runner in the list this sweep already has, without reading one.
 func (g *github) cached(id int64) (githubapi.Runner, bool, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if !g.done || g.err != nil {
 		return githubapi.Runner{}, false, g.err
 	}
-	for _, r := range g.list {
-		if r.ID == id {
-			return r, true, nil
-		}
-	}
-	return githubapi.Runner{}, false, nil
+	gr, found := search(g.list, func(r githubapi.Runner) bool { return r.ID == id })
+	return gr, found, nil
 }
 
 func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {
@@ -94,3 +155,50 @@ func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {
 
 // callCount is the number of requests sent to GitHub for the sweep.
 func (g *github) callCount() int { return int(g.requests.Load()) }
+
+// sharedLists keeps the last runner list read of each scope, so that the
+// sweeps of the pools of one scope (300 pools of one organization read the
+// same 20 pages) share it while it is at most maxAge old. Reads of one scope
+// are one at a time: a sweep that needs the list while another reads it waits
+// for that read. A failed read is not kept.
+type sharedLists struct {
+	clock  clock.PassiveClock
+	maxAge time.Duration
+	mu     sync.Mutex
+	scopes map[scope.Scope]*scopeList
+}
+
+type scopeList struct {
+	mu    sync.Mutex // held while the list is read
+	list  []githubapi.Runner
+	at    time.Time
+	valid bool
+}
+
+func newSharedLists(clk clock.PassiveClock, maxAge time.Duration) *sharedLists {
+	return &sharedLists{clock: clk, maxAge: maxAge, scopes: map[scope.Scope]*scopeList{}}
+}
+
+// get returns the scope's list read at or after notBefore and at most maxAge
+// ago, reading it when the one kept is older, and when it was read.
+func (l *sharedLists) get(ctx context.Context, api GitHub, s scope.Scope, notBefore time.Time) ([]githubapi.Runner, time.Time, error) {
+	l.mu.Lock()
+	sl := l.scopes[s]
+	if sl == nil {
+		sl = &scopeList{}
+		l.scopes[s] = sl
+	}
+	l.mu.Unlock()
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	now := l.clock.Now()
+	if sl.valid && !sl.at.Before(notBefore) && now.Sub(sl.at) <= l.maxAge {
+		return sl.list, sl.at, nil
+	}
+	list, err := api.Runners(ctx, s)
+	if err != nil {
+		return nil, now, err
+	}
+	sl.list, sl.at, sl.valid = list, now, true
+	return list, now, nil
+}

@@ -22,6 +22,7 @@ func (o Options) Validate() error {
 	}{
 		{"RegistrationTimeout", o.RegistrationTimeout}, {"RecreationDelay", o.RecreationDelay},
 		{"CleanupInterval", o.CleanupInterval}, {"OrphanGrace", o.OrphanGrace}, {"IdleConfirmation", o.IdleConfirmation},
+		{"RunnerListMaxAge", o.RunnerListMaxAge},
 	} {
 		if f.d < 0 {
 			errs = append(errs, fmt.Errorf("Options.%s is %s: want 0 (the default) or more", f.name, f.d))

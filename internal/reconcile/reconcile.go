@@ -84,6 +84,10 @@ type Options struct {
 	// GitHub listed it idle on two reads at least this far apart (default
 	// DefaultIdleConfirmation; busy.go).
 	IdleConfirmation time.Duration
+	// RunnerListMaxAge: a scope's runner list read for one pool's sweep serves
+	// the sweeps of the other pools of the scope for this long, for the answers
+	// that make the sweeper wait (github.go). 0: each pool sweep reads its own.
+	RunnerListMaxAge time.Duration
 	// Reruns keeps runner deaths and failed jobs (rerun.Store): a job that
 	// died with its runner is re-run within the pool's budget (rerun.go). nil:
 	// no re-runs, and no deaths recorded.
@@ -107,6 +111,8 @@ type Reconciler struct {
 	// PriorityClass exists.
 	headroomChecked    sync.Map
 	priorityClassReady atomic.Bool
+	// lists: the runner lists the pools' sweeps share (nil: not shared).
+	lists *sharedLists
 	// budgets: by namespace/name, the budgetState of each pool's
 	// PodDisruptionBudget this Reconciler made sure of (disruption.go).
 	budgets sync.Map
@@ -148,6 +154,9 @@ func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.Passi
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Reconciler{kube: kube, gh: gh, clock: clk, log: log, opts: opts, templates: map[string]built{}}
+	if opts.RunnerListMaxAge > 0 {
+		r.lists = newSharedLists(clk, opts.RunnerListMaxAge)
+	}
 	for i := range cfg.Pools {
 		p := &cfg.Pools[i]
 		tmpl, err := runnerpod.Template(p)
@@ -208,7 +217,7 @@ func (s *sweep) noteStuck(runner, reason string) {
 // last sync time in st. An error leaves the rest for the next sweep.
 func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error {
 	start := r.clock.Now()
-	s := &sweep{p: p, d: d, st: st, now: start, gh: &github{api: r.gh}, log: r.log.With("pool", p.Name),
+	s := &sweep{p: p, d: d, st: st, now: start, gh: &github{api: r.gh, shared: r.lists, start: start}, log: r.log.With("pool", p.Name),
 		template: r.templates[p.Name], vetoed: map[string]int{}}
 	ctx = s.gh.counting(ctx)
 	var err error

@@ -58,7 +58,7 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 // register annotates pods with their runner id once GitHub lists them online or
 // busy; the list is fetched only when a running pod is not yet registered and its
 // registration cannot wait (see registrationCanWait). It also keeps the
-// registration token of persistent runners that have not registered yet valid, so
+// registration token of token-mode runners that have not registered yet valid, so
 // a container that restarts before registering does not crash-loop on an expired
 // token.
 func (r *Reconciler) register(ctx context.Context, s *sweep) error {
@@ -72,7 +72,7 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 		if rn.pod.Status.Phase != corev1.PodRunning || r.registrationCanWait(s, rn) {
 			continue
 		}
-		gr, found, err := s.gh.byName(ctx, s.p.Scope(), runnerpod.PodName(rn.name()))
+		gr, found, err := s.gh.listed(ctx, s.p.Scope(), runnerpod.PodName(rn.name()))
 		if err != nil {
 			s.log.Warn("cannot list runners to record registrations", "error", err)
 			return nil
@@ -108,15 +108,15 @@ func (r *Reconciler) registrationCanWait(s *sweep, rn *runner) bool {
 	return rn.runnerID() != 0 && s.now.Sub(rn.createdAt()) < r.opts.RegistrationTimeout/2
 }
 
-// tokenRefresh: a persistent runner's token is replaced when it has less than this left.
+// tokenRefresh: a token-mode runner's token is replaced when it has less than this left.
 const tokenRefresh = 15 * time.Minute
 
-// refreshToken replaces the token in an unregistered persistent runner's Secret
+// refreshToken replaces the token in an unregistered token-mode runner's Secret
 // when it is about to expire. The kubelet resolves the Secret again at each
 // container start, so the next start registers with a valid token.
 func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) error {
 	expires, err := time.Parse(time.RFC3339, rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt])
-	if s.p.IsEphemeral() || err != nil || expires.Sub(s.now) > tokenRefresh {
+	if !s.p.UsesToken() || err != nil || expires.Sub(s.now) > tokenRefresh {
 		return nil
 	}
 	tok, err := r.gh.RegistrationToken(ctx, s.p.Scope())

@@ -28,6 +28,11 @@ type Config struct {
 	// GitHub listed it idle on two reads at least this far apart
 	// (IDLE_CONFIRMATION_SECONDS, default 90; reconcile.DefaultIdleConfirmation).
 	IdleConfirmation time.Duration
+	// RunnerListMaxAge: a scope's runner list read for one pool serves the
+	// other pools of the scope this long (RUNNER_LIST_MAX_AGE_SECONDS, default
+	// 10 as reconcile.DefaultRunnerListMaxAge, 0 to 60; 0: each pool reads its
+	// own).
+	RunnerListMaxAge time.Duration
 
 	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
 	Kubeconfig string
@@ -61,7 +66,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
-		Lease: 30 * time.Second, Parallelism: 4, Kubeconfig: getenv("KUBECONFIG"),
+		Lease: 30 * time.Second, Parallelism: 4, RunnerListMaxAge: 10 * time.Second, Kubeconfig: getenv("KUBECONFIG"),
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: secret.Value(getenv("GITHUB_APP_PRIVATE_KEY")),
@@ -97,6 +102,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			errs = append(errs, fmt.Errorf("IDLE_CONFIRMATION_SECONDS %q must be a whole number of seconds between 1 and 3600", v))
 		}
 		c.IdleConfirmation = time.Duration(n) * time.Second
+	}
+	if v := getenv("RUNNER_LIST_MAX_AGE_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 60 {
+			errs = append(errs, fmt.Errorf("RUNNER_LIST_MAX_AGE_SECONDS %q must be a whole number of seconds between 0 and 60", v))
+		}
+		c.RunnerListMaxAge = time.Duration(n) * time.Second
 	}
 	if v := getenv("SWEEP_PARALLELISM"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -37,6 +37,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{with("SWEEP_PARALLELISM", "x"), `SWEEP_PARALLELISM "x" must be`},
 		{with("IDLE_CONFIRMATION_SECONDS", "0"), `IDLE_CONFIRMATION_SECONDS "0" must be`},
 		{with("IDLE_CONFIRMATION_SECONDS", "90s"), `IDLE_CONFIRMATION_SECONDS "90s" must be`},
+		{with("RUNNER_LIST_MAX_AGE_SECONDS", "61"), `RUNNER_LIST_MAX_AGE_SECONDS "61" must be`},
+		{with("RUNNER_LIST_MAX_AGE_SECONDS", "-1"), `RUNNER_LIST_MAX_AGE_SECONDS "-1" must be`},
 		{with("DYNAMODB_ENDPOINT", "db:8000"), `DYNAMODB_ENDPOINT "db:8000" is not a URL`},
 		{with("KUBECONFIG", ""), "set exactly one of EKS_CLUSTER_NAME and KUBECONFIG"},
 		{with("EKS_CLUSTER_NAME", "c"), "set exactly one of EKS_CLUSTER_NAME and KUBECONFIG"},
@@ -72,6 +74,19 @@ func TestIdleConfirmationFromEnv(t *testing.T) {
 	env["IDLE_CONFIRMATION_SECONDS"] = "120"
 	if c, err = sweeper.ConfigFromEnv(func(k string) string { return env[k] }); err != nil || c.IdleConfirmation != 2*time.Minute {
 		t.Fatalf("120: %v, %v; want 2m", c.IdleConfirmation, err)
+	}
+}
+
+// TestRunnerListMaxAgeFromEnv: RUNNER_LIST_MAX_AGE_SECONDS sets how long
+// pools share a runner list (default 10 s); 0 turns sharing off.
+func TestRunnerListMaxAgeFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TABLE_NAME": "t", "POOLS_CONFIG": "p", "KUBECONFIG": "k", "GITHUB_TOKEN": "ghp_x"}
+	for v, want := range map[string]time.Duration{"": 10 * time.Second, "0": 0, "30": 30 * time.Second} {
+		env["RUNNER_LIST_MAX_AGE_SECONDS"] = v
+		if c, err := sweeper.ConfigFromEnv(func(k string) string { return env[k] }); err != nil || c.RunnerListMaxAge != want {
+			t.Errorf("%q: %v, %v; want %v", v, c.RunnerListMaxAge, err, want)
+		}
 	}
 }
 

@@ -41,7 +41,7 @@ func (s *Server) Register(reg Registration) (Runner, error) {
 	var err error
 	if reg.JITConfig != "" {
 		rn, err = s.useJITLocked(reg.JITConfig, true)
-	} else {
+	} else if err = s.agentBudgetLocked(reg.Scope); err == nil {
 		rn, err = s.registerLocked(reg, true)
 	}
 	if err != nil {
@@ -75,6 +75,14 @@ func (s *Server) useJITLocked(enc string, spend bool) (*Runner, error) {
 		s.jitConfigs[enc] = c
 	}
 	return rn, nil
+}
+
+// agentBudgetLocked counts a token registration against the budget, if any.
+func (s *Server) agentBudgetLocked(scope string) error {
+	if s.budget == nil {
+		return nil
+	}
+	return s.budget.agentRegistration(scope, s.opts.Clock.Now())
 }
 
 // registerLocked creates a runner, offline, from a registration token, deleting a

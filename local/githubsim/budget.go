@@ -33,7 +33,9 @@ import (
 // "A single endpoint" is taken as one operation (the route, e.g.
 // POST /orgs/{org}/actions/runners/generate-jitconfig, whatever the
 // organization), the stricter reading. Registrations count the just-in-time
-// runner configurations the REST API generates.
+// runner configurations the REST API generates, and, apart (keyed by scope, as
+// they come from the runner agents, not the installation), the runners
+// registered with a registration token (Register).
 type Budget struct {
 	// Core is the primary limit: requests an hour.
 	Core int
@@ -144,6 +146,24 @@ func (b *budget) admit(identity, route string, now time.Time) (release func(), l
 		defer b.mu.Unlock()
 		b.inFlight[identity]--
 	}, "", 0
+}
+
+// ErrRegistrationLimit: a runner agent's registration is past the scope's
+// registrations for the hour.
+var ErrRegistrationLimit = errors.New("githubsim: too many runner registrations this hour")
+
+// agentRegistration takes one token registration in scope into the hour's
+// registrations of the scope.
+func (b *budget) agentRegistration(scope string, now time.Time) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	regs := window(b.regs, "agents "+scope, now, time.Hour)
+	if regs.used >= b.b.RegistrationsPerHour {
+		b.refuse(LimitRegistrations)
+		return fmt.Errorf("scope %s: %w (%d)", scope, ErrRegistrationLimit, b.b.RegistrationsPerHour)
+	}
+	regs.used++
+	return nil
 }
 
 func (b *budget) refuse(limit string) string {

@@ -172,6 +172,43 @@ func TestBudgetRegistrationsPerHour(t *testing.T) {
 	}
 }
 
+// TestBudgetAgentRegistrationsPerHour: runner agents registering with a
+// registration token count against the scope's registrations of the hour.
+func TestBudgetAgentRegistrationsPerHour(t *testing.T) {
+	t.Parallel()
+	b := githubsim.GitHubBudget()
+	b.RegistrationsPerHour = 2
+	e := newBudgetEnv(t, b)
+	org := scope.Scope{Organization: "acme"}
+	gh, err := githubapi.New(githubapi.Config{BaseURL: e.url, Auth: githubapi.Auth{Token: budgetPAT}, Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := gh.RegistrationToken(t.Context(), org)
+	if err != nil {
+		t.Fatalf("registration token: %v", err)
+	}
+	reg := func(name string) error {
+		_, err := e.sim.Register(githubsim.Registration{Token: tok.Token, Scope: org.String(), Name: name, Labels: []string{"x"}, Ephemeral: true})
+		return err
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := reg(name); err != nil {
+			t.Fatalf("registration %s: %v", name, err)
+		}
+	}
+	if err := reg("c"); !errors.Is(err, githubsim.ErrRegistrationLimit) {
+		t.Fatalf("third registration of the hour: %v, want ErrRegistrationLimit", err)
+	}
+	e.clock.Step(time.Hour)
+	if tok, err = gh.RegistrationToken(t.Context(), org); err != nil { // the last one expired with the hour
+		t.Fatal(err)
+	}
+	if err := reg("c"); err != nil {
+		t.Fatalf("registration the next hour: %v", err)
+	}
+}
+
 func TestBudgetValidate(t *testing.T) {
 	t.Parallel()
 	if err := githubsim.GitHubBudget().Validate(); err != nil {

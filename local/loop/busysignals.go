@@ -43,6 +43,13 @@ func ScaledIdleConfirmation(sweepEvery time.Duration) time.Duration {
 	return time.Duration(float64(reconcile.DefaultIdleConfirmation) * float64(sweepEvery) / float64(time.Minute))
 }
 
+// ScaledRunnerListMaxAge is the sweeper's default runner-list sharing
+// (reconcile.DefaultRunnerListMaxAge, 10 s) in the loop's time, scaled as
+// ScaledIdleConfirmation (sweepEvery 1 s: 167 ms).
+func ScaledRunnerListMaxAge(sweepEvery time.Duration) time.Duration {
+	return time.Duration(float64(reconcile.DefaultRunnerListMaxAge) * float64(sweepEvery) / float64(time.Minute))
+}
+
 // busySignalField reports whether an EMF field is one of the sweeper's counts
 // of how it decided a runner was busy: the removals each signal vetoed
 // (RemovalsVetoedBy...) and the disagreements between signals.

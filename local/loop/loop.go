@@ -408,7 +408,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
 		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, IdleConfirmation: l.opts.IdleConfirmation,
-		Reruns: rerun.NewStore(l.opts.DB, l.opts.Table)})
+		RunnerListMaxAge: ScaledRunnerListMaxAge(l.opts.SweepEvery), Reruns: rerun.NewStore(l.opts.DB, l.opts.Table)})
 	if err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock)
 	rec, err := reconcile.New(pools, kc, gh, env.Clock, env.Log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL,
 		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation,
-		Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})
+		RunnerListMaxAge: cfg.RunnerListMaxAge, Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})
 	if err != nil {
 		return nil, err
 	}
