@@ -95,6 +95,9 @@ type Client struct {
 	mu        sync.Mutex
 	regTokens map[string]RegistrationToken
 	groups    map[string]int64
+	// tokenLocks: a *sync.Mutex per scope, held while its registration token
+	// is looked up or created, so sweeps of the scope's pools at once make one.
+	tokenLocks sync.Map
 }
 
 // New returns a client. It does not call GitHub. With a GitHub App, the first
@@ -144,12 +147,15 @@ type RegistrationToken struct {
 const tokenMargin = 5 * time.Minute
 
 // RegistrationToken returns a registration token for the scope, cached until 5
-// minutes before it expires.
+// minutes before it expires. Concurrent calls for one scope make one request.
 //
 // POST /repos/{owner}/{repo}/actions/runners/registration-token,
 // POST /orgs/{org}/actions/runners/registration-token or
 // POST /enterprises/{enterprise}/actions/runners/registration-token.
 func (c *Client) RegistrationToken(ctx context.Context, s scope.Scope) (RegistrationToken, error) {
+	lock, _ := c.tokenLocks.LoadOrStore(s.String(), &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
 	c.mu.Lock()
 	cached, ok := c.regTokens[s.String()]
 	c.mu.Unlock()
