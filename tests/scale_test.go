@@ -189,7 +189,9 @@ func (w *scaleWorld) sweep() sweepCost {
 	peak := make(chan uint64)
 	go samplePeakHeap(stop, peak)
 	start := time.Now()
-	r, err := w.sweeper.Handle(w.tb.Context(), scheduledEvent)
+	ctx, cancel := context.WithTimeout(w.tb.Context(), lambdaTimeout) // Lambda's deadline
+	r, err := w.sweeper.Handle(ctx, scheduledEvent)
+	cancel()
 	wall := time.Since(start)
 	close(stop)
 	if err != nil && len(r.Failed) == 0 {
@@ -199,8 +201,8 @@ func (w *scaleWorld) sweep() sweepCost {
 	c := sweepCost{wall: wall, heapPeak: <-peak, calls: productCalls(w.sim.Calls()) - calls0,
 		refusals: total(w.sim.Refusals()) - refused0, capacity: w.meter.read().minus(cap0), failed: len(r.Failed)}
 	c.units = c.calls - (stats.NotModified - stats0.NotModified) - c.refusals
-	w.tb.Logf("invocation at +%v: %v, %d pools failed, %d GitHub calls (%d units, %d refused), heap peak %.0f MiB",
-		w.clock.Since(w.t0), wall.Round(time.Millisecond), c.failed, c.calls, c.units, c.refusals, float64(c.heapPeak)/(1<<20))
+	w.tb.Logf("invocation at +%v: %v, %d pools failed, %d skipped near the deadline, %d GitHub calls (%d units, %d refused), heap peak %.0f MiB",
+		w.clock.Since(w.t0), wall.Round(time.Millisecond), c.failed, len(r.Skipped), c.calls, c.units, c.refusals, float64(c.heapPeak)/(1<<20))
 	w.conform()
 	return c
 }

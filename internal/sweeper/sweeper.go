@@ -246,12 +246,28 @@ const (
 	failed
 )
 
+// sweepAll sweeps pools, Parallelism at a time. Each invocation starts at
+// another pool (the minute of the sweeper's clock picks it), and a pool whose
+// turn comes when less than 20 s of the invocation are left is skipped: the
+// next invocation sweeps it, and starts further on, so an invocation that
+// cannot sweep every pool within its time still leaves none behind for long.
 func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool, jobs []int64) Report {
 	outcomes := make([]outcome, len(pools))
 	sem := make(chan struct{}, s.opts.Parallelism)
 	var wg sync.WaitGroup
-	for i, p := range pools {
+	first := 0
+	if len(pools) > 0 {
+		first = int(s.clock.Now().Unix()/60) % len(pools)
+	}
+	for k := range pools {
+		i := (first + k) % len(pools)
 		sem <- struct{}{}
+		if nearDeadline(ctx) {
+			<-sem
+			outcomes[i] = skipped
+			continue
+		}
+		p := pools[i]
 		wg.Go(func() {
 			defer func() { <-sem }()
 			outcomes[i] = s.sweepPool(ctx, p, holder, nudged, jobs)

@@ -3,9 +3,11 @@ package sweeper_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -371,4 +373,78 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// orderReconciler records the pools it reconciles, in order.
+type orderReconciler struct {
+	mu    sync.Mutex
+	pools []string
+}
+
+func (o *orderReconciler) Reconcile(_ context.Context, p *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.pools = append(o.pools, p.Name)
+	return nil
+}
+
+func (o *orderReconciler) take() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	got := o.pools
+	o.pools = nil
+	return got
+}
+
+// TestScheduledSweepsStartAtAnotherPoolEachMinute: one pool at a time, the
+// invocation of one minute starts at the first pool and the next minute's at
+// the second, so pools late in the file are not always swept last.
+func TestScheduledSweepsStartAtAnotherPoolEachMinute(t *testing.T) {
+	t.Parallel()
+	rec := &orderReconciler{}
+	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakeClock(t0) // t0 is a whole minute: an even one
+	sw, err := sweeper.New(cfg, reservation.New(db, name, clk), poolstate.NewStore(db, name), newLeases(t, db, name, clk),
+		rec, clk, nil, sweeper.Options{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheduled := sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}
+	var orders [][]string
+	for range 2 {
+		if _, err := sw.Handle(t.Context(), scheduled); err != nil {
+			t.Fatal(err)
+		}
+		orders = append(orders, rec.take())
+		clk.Step(time.Minute)
+	}
+	want := [][]string{{"octo", "octo-gpu"}, {"octo-gpu", "octo"}}
+	if fmt.Sprint(orders) != fmt.Sprint(want) {
+		t.Fatalf("orders %v, want %v", orders, want)
+	}
+}
+
+// TestSweepNearTheDeadlineSkipsPools: with less than 20 s of the invocation
+// left, no pool sweep starts; the pools are reported skipped (the next
+// invocation sweeps them), and the invocation does not fail.
+func TestSweepNearTheDeadlineSkipsPools(t *testing.T) {
+	t.Parallel()
+	rec := &orderReconciler{}
+	e := newEnv(t, rec)
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	r, err := e.sweeper.Handle(ctx, sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.take(); len(got) != 0 {
+		t.Fatalf("reconciled %v with 15 s left, want none", got)
+	}
+	if len(r.Skipped) != 2 || len(r.Swept) != 0 {
+		t.Fatalf("report %+v, want both pools skipped", r)
+	}
 }
