@@ -94,6 +94,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"bad arch", "pools:\n" + base + "    arch: amd64\n", `pools[0] (a): arch: "amd64" must be one of`},
 		{"negative reruns", "pools:\n" + base + "    rerunsPerRun: -1\n", "pools[0] (a): rerunsPerRun: -1 must be between 0 (no re-runs) and 50 (GitHub's limit)"},
 		{"too many reruns", "pools:\n" + base + "    rerunsPerRun: 51\n", "pools[0] (a): rerunsPerRun: 51 must be between 0"},
+		{"bad runner version", "pools:\n" + base + "    runnerVersion: latest\n", `pools[0] (a): runnerVersion: "latest" must be an actions/runner release number`},
 		{"comma label", "pools:\n" + base + "    labels: [\"a,b\"]\n", `pools[0] (a): labels[0]: "a,b"`},
 		{"two triggers", "pools:\n" + base + "    scaleUpTriggers: [{amount: 1}, {amount: 2}]\n", "pools[0] (a): scaleUpTriggers: at most one"},
 		{"docker twice", "pools:\n" + strings.Replace(base, "image: runner:1}", "image: runner:1, dockerEnabled: true, dockerdWithinRunnerContainer: true}", 1), "mutually exclusive"},
