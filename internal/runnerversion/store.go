@@ -100,7 +100,7 @@ func (s *Store) Put(ctx context.Context, k Known, prevAttempt time.Time) error {
 		av[key] = v
 	}
 	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av,
-		ConditionExpression: aws.String("attribute_not_exists(#pk)"),
+		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey}}
 	if !prevAttempt.IsZero() {
 		in.ConditionExpression = aws.String("attemptedAt = :prev")
