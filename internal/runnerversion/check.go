@@ -12,6 +12,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
 // Releases asks GitHub for a repository's latest release (githubapi.Client).
@@ -128,4 +129,18 @@ func (c *Checker) Check(ctx context.Context, pools []*pool.Pool) {
 			c.log.WarnContext(ctx, "cannot write the runner version metric", "pool", p.Name, "error", err)
 		}
 	}
+}
+
+// RouterReleases asks GitHub through the credentials that serve one scope
+// (githubapi.Router): any installation can read the public actions/runner.
+type RouterReleases struct {
+	Router interface {
+		LatestRelease(ctx context.Context, s scope.Scope, owner, repo, etag string) (githubapi.LatestRelease, error)
+	}
+	Scope scope.Scope
+}
+
+// LatestRelease implements Releases.
+func (r RouterReleases) LatestRelease(ctx context.Context, owner, repo, etag string) (githubapi.LatestRelease, error) {
+	return r.Router.LatestRelease(ctx, r.Scope, owner, repo, etag)
 }
