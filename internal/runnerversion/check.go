@@ -26,6 +26,9 @@ type Records interface {
 	Put(ctx context.Context, k Known, prevAttempt time.Time) error
 }
 
+// DaysLeftMetric is the metric of each pool's days left (Assessment.DaysLeft).
+const DaysLeftMetric = "RunnerVersionDaysLeft"
+
 // CheckEvery is how often a deployment asks GitHub for the latest release.
 const CheckEvery = 24 * time.Hour
 
@@ -125,7 +128,7 @@ func (c *Checker) Check(ctx context.Context, pools []*pool.Pool) {
 			continue
 		}
 		if err := c.metrics.Write(emf.Record{Time: now, Dimensions: map[string]string{"Pool": p.Name},
-			Metrics: []emf.Metric{{Name: "RunnerVersionDaysLeft", Unit: emf.Count, Value: float64(a.DaysLeft)}}}); err != nil {
+			Metrics: []emf.Metric{{Name: DaysLeftMetric, Unit: emf.Count, Value: float64(a.DaysLeft)}}}); err != nil {
 			c.log.WarnContext(ctx, "cannot write the runner version metric", "pool", p.Name, "error", err)
 		}
 	}
