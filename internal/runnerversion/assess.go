@@ -82,9 +82,10 @@ type Assessment struct {
 	Deadline time.Time `json:"deadline,omitzero"`
 	// DeadlineExact is false when the version is older than every release
 	// seen: the release that followed it was not seen, and the real deadline
-	// may be earlier than Deadline.
+	// may be earlier than Deadline, the latest it can be.
 	DeadlineExact bool `json:"deadlineExact,omitempty"`
-	// DaysLeft counts whole days until the deadline: 0 when refused,
+	// DaysLeft counts whole days until the deadline: 0 when refused or when
+	// the deadline is not exact (GitHub may refuse the version already),
 	// MaxDaysLeft when current, -1 when unknown.
 	DaysLeft int `json:"daysLeft"`
 	// Reason says why, in words.
@@ -120,13 +121,19 @@ func Assess(v Version, k Known, now time.Time) Assessment {
 			next.Version, next.PublishedAt.UTC().Format(time.DateOnly), a.Deadline.UTC().Format(time.DateOnly))
 		return a
 	}
-	a.State, a.DaysLeft = Behind, min(int(a.Deadline.Sub(now)/(24*time.Hour)), MaxDaysLeft)
-	bound := "on"
+	a.State = Behind
 	if !a.DeadlineExact {
-		bound = "at the latest on"
+		// The release after v came out before any this deployment saw, and GitHub
+		// may refuse v already: warn as if it did.
+		a.DaysLeft = 0
+		a.Reason = fmt.Sprintf("older than every release seen since the check began (the oldest, %s, was published %s): "+
+			"GitHub may refuse this version already, and does on %s at the latest",
+			next.Version, next.PublishedAt.UTC().Format(time.DateOnly), a.Deadline.UTC().Format(time.DateOnly))
+		return a
 	}
-	a.Reason = fmt.Sprintf("%s was published %s: GitHub stops giving jobs to this version %s %s",
-		next.Version, next.PublishedAt.UTC().Format(time.DateOnly), bound, a.Deadline.UTC().Format(time.DateOnly))
+	a.DaysLeft = min(int(a.Deadline.Sub(now)/(24*time.Hour)), MaxDaysLeft)
+	a.Reason = fmt.Sprintf("%s was published %s: GitHub stops giving jobs to this version on %s",
+		next.Version, next.PublishedAt.UTC().Format(time.DateOnly), a.Deadline.UTC().Format(time.DateOnly))
 	return a
 }
 

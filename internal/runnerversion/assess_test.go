@@ -69,9 +69,15 @@ func TestAssessDeadline(t *testing.T) {
 	if a := Assess(mustParse(t, "2.332.0"), k, clk.Now()); a.State != Current || a.DaysLeft != MaxDaysLeft || !a.Deadline.IsZero() {
 		t.Fatalf("the latest: %+v; want current, %d days", a, MaxDaysLeft)
 	}
-	// Two releases behind: the first newer one started the clock.
-	if a := Assess(mustParse(t, "2.330.0"), k, day("2026-11-25")); a.State != Behind || !a.Deadline.Equal(day("2026-12-01")) || a.DeadlineExact {
-		t.Fatalf("older than every release seen: %+v; want the oldest seen's deadline, marked not exact", a)
+	// Older than every release seen: the release after it is unknown, and
+	// GitHub may refuse it already: 0 days, the oldest seen's deadline the latest.
+	if a := Assess(mustParse(t, "2.330.0"), k, day("2026-11-25")); a.State != Behind || a.DaysLeft != 0 ||
+		!a.Deadline.Equal(day("2026-12-01")) || a.DeadlineExact || !strings.Contains(a.Reason, "may refuse this version already") {
+		t.Fatalf("older than every release seen: %+v; want 0 days, the oldest seen's deadline, marked not exact", a)
+	}
+	// ... and refused for certain once even that deadline has passed.
+	if a := Assess(mustParse(t, "2.330.0"), k, day("2026-12-01")); a.State != Refused || a.DaysLeft != 0 {
+		t.Fatalf("older than every release seen, past the oldest's deadline: %+v; want refused", a)
 	}
 }
 

@@ -167,8 +167,8 @@ func TestRefreshFailureWaitsADay(t *testing.T) {
 }
 
 // TestCheckWritesDaysLeftPerPool: one metric line per pool, with its days
-// left, the pool's own version or the pinned one; none for a pool whose
-// state is unknown.
+// left, the pool's own version or the pinned one: 0 for one refused, or older
+// than every release the deployment has seen.
 func TestCheckWritesDaysLeftPerPool(t *testing.T) {
 	t.Parallel()
 	clk := clocktesting.NewFakeClock(day("2026-12-15"))
@@ -183,8 +183,11 @@ func TestCheckWritesDaysLeftPerPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	New(&memRecords{}, gh, clk, nil, metrics).Check(t.Context(), []*pool.Pool{
-		{Name: "pinned"}, {Name: "latest", RunnerVersion: next}, {Name: "old", RunnerVersion: "2.320.0"}})
+	// The deployment has checked daily since pinned was the latest.
+	seen := &memRecords{ok: true, k: Known{AttemptedAt: clk.Now().Add(-CheckEvery), Releases: []Release{{Version: pinned, PublishedAt: day("2026-10-01")}}}}
+	New(seen, gh, clk, nil, metrics).Check(t.Context(), []*pool.Pool{
+		{Name: "pinned"}, {Name: "latest", RunnerVersion: next}, {Name: "old", RunnerVersion: "2.320.0"},
+		{Name: "older-than-seen", RunnerVersion: "2.329.5"}})
 	got := map[string]float64{}
 	for line := range strings.Lines(out.String()) {
 		var rec map[string]any
@@ -193,7 +196,7 @@ func TestCheckWritesDaysLeftPerPool(t *testing.T) {
 		}
 		got[rec["Pool"].(string)] = rec["RunnerVersionDaysLeft"].(float64)
 	}
-	want := map[string]float64{"pinned": 5, "latest": MaxDaysLeft, "old": 0}
+	want := map[string]float64{"pinned": 5, "latest": MaxDaysLeft, "old": 0, "older-than-seen": 0}
 	if len(got) != len(want) {
 		t.Fatalf("metrics %v, want %v", got, want)
 	}

@@ -28,8 +28,8 @@ type RunnerVersion struct {
 	// DeadlineExact is false when it is only the latest it can be.
 	Deadline      time.Time `json:"deadline,omitzero"`
 	DeadlineExact bool      `json:"deadlineExact,omitempty"`
-	// DaysLeft counts whole days to the deadline: 0 when refused, 30 (the
-	// most) when current, -1 when unknown.
+	// DaysLeft counts whole days to the deadline: 0 when refused or the
+	// deadline is not exact, 30 (the most) when current, -1 when unknown.
 	DaysLeft int    `json:"daysLeft"`
 	Reason   string `json:"reason"`
 	// CheckedAt is when GitHub last answered the daily check (zero: never);
@@ -101,6 +101,8 @@ func daysCell(v *RunnerVersion) string {
 		return "-"
 	case v.State == VersionCurrent:
 		return fmt.Sprintf("≥%d", v.DaysLeft)
+	case v.State == VersionBehind && !v.DeadlineExact:
+		return "0 (unsure)"
 	}
 	return itoa(v.DaysLeft)
 }
