@@ -38,6 +38,8 @@
 #   ACTIONS_RUNNER_HOOK_JOB_STARTED, ACTIONS_RUNNER_HOOK_JOB_COMPLETED
 #                                 the pool's own hooks, if any: they run after ours (kept in
 #                                 RUNNER_USER_HOOK_JOB_STARTED / _COMPLETED)
+#   ACTIONS_RUNNER_VERSION        the actions/runner version of the image (runner/Dockerfile sets
+#                                 it), named when GitHub refuses the runner
 #   RUNNER_TERMINATION_LOG        where a restarted ephemeral container says why its runner
 #                                 died, and any container that GitHub refused the runner's
 #                                 version (default: /dev/termination-log, the kubelet's)
@@ -285,7 +287,10 @@ watch_refusal() {
 }
 
 record_refusal() {
-	local why="runner refused by GitHub: ${1}"
+	local why="runner refused by GitHub: ${1}" version=${ACTIONS_RUNNER_VERSION:-}
+	if [[ -n $version && $1 != *"v${version} "* ]]; then
+		why+=" (this image runs actions/runner ${version})"
+	fi
 	printf '%s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
 	if [[ -n $state_dir ]]; then printf '%s\n' "$why" | put_file "$state_dir/refused" 2>/dev/null || true; fi
 	log "GitHub refuses this runner's actions/runner version: upgrade the image (its RUNNER_VERSION)"

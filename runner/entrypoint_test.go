@@ -781,8 +781,9 @@ func TestSIGTERMBeforeTheRunnerStartsStartsNoRunner(t *testing.T) {
 
 // TestVersionRefusalIsTheTerminationMessage: when GitHub refuses the runner's
 // version — config.sh cannot register it, or the listener gets no messages —
-// the container's termination message says so, and a restarted ephemeral
-// container repeats it instead of a bare exit code.
+// the container's termination message says so, with the image's version when
+// GitHub's words do not name it, and a restarted ephemeral container repeats
+// it instead of a bare exit code.
 func TestVersionRefusalIsTheTerminationMessage(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -792,9 +793,11 @@ func TestVersionRefusalIsTheTerminationMessage(t *testing.T) {
 	}{
 		{"listener refused", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=refused"},
 			"runner refused by GitHub: An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages."},
-		{"registration refused", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme", "STUB_CONFIG=refused"},
+		{"registration refused", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme", "STUB_CONFIG=refused", "ACTIONS_RUNNER_VERSION=2.320.0"},
 			"runner refused by GitHub: ERROR: Your runner version is out of date and can no longer register with GitHub. " +
-				"The minimum runner version required to register with GitHub Actions is now 2.329.0."},
+				"The minimum runner version required to register with GitHub Actions is now 2.329.0. (this image runs actions/runner 2.320.0)"},
+		{"listener refused, version named already", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=refused", "ACTIONS_RUNNER_VERSION=2.320.0"},
+			"runner refused by GitHub: An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages."},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
