@@ -206,3 +206,23 @@ func TestCheckWritesDaysLeftPerPool(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWithoutReleasesWritesOnlyWhatIsKnown: while no release has been
+// seen (the check fails), a pool's days left are unknown and not written,
+// except for a version below the registration minimum, refused whatever the
+// releases.
+func TestCheckWithoutReleasesWritesOnlyWhatIsKnown(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh := &fakeGitHub{fail: errors.New("github: server error")}
+	New(&memRecords{}, gh, clocktesting.NewFakeClock(day("2026-12-15")), nil, metrics).Check(t.Context(),
+		[]*pool.Pool{{Name: "pinned"}, {Name: "ancient", RunnerVersion: "2.300.0"}})
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], `"Pool":"ancient"`) || !strings.Contains(lines[0], `"RunnerVersionDaysLeft":0`) {
+		t.Fatalf("metric lines %q; want only ancient's 0", lines)
+	}
+}
