@@ -10,10 +10,8 @@ package githubsim
 // identity may read it: actions/runner is public. Other repositories have no
 // releases here (404).
 //
-// GitHub's rules for self-hosted runners, as its changelog and the runner's
-// own messages state them (actions/runner#3381, #3658, #4203 quote the
-// listener's; aws-privateca-issuer#478 and man-group/ArcticDB#3404 quote
-// config.sh's):
+// GitHub's rules for self-hosted runners, as its changelog and the messages
+// of the runner's listener and config.sh state them:
 //   - a runner older than MinimumRunnerVersion cannot register: the real
 //     POST /actions/runner-registration answers 404 "Your runner version is out
 //     of date and can no longer register with GitHub. The minimum runner version
