@@ -38,8 +38,11 @@
 #   ACTIONS_RUNNER_HOOK_JOB_STARTED, ACTIONS_RUNNER_HOOK_JOB_COMPLETED
 #                                 the pool's own hooks, if any: they run after ours (kept in
 #                                 RUNNER_USER_HOOK_JOB_STARTED / _COMPLETED)
+#   ACTIONS_RUNNER_VERSION        the actions/runner version of the image (runner/Dockerfile sets
+#                                 it), named when GitHub refuses the runner
 #   RUNNER_TERMINATION_LOG        where a restarted ephemeral container says why its runner
-#                                 died (default: /dev/termination-log, the kubelet's)
+#                                 died, and any container that GitHub refused the runner's
+#                                 version (default: /dev/termination-log, the kubelet's)
 #
 # Credentials. Job steps run as the user run.sh runs as. Started as root, the
 # entrypoint (and tini) keep root, and config.sh and run.sh run as RUNNER_USER: a
@@ -240,7 +243,57 @@ configure() {
 	[[ ${RUNNER_EPHEMERAL:-true} == true ]] && args+=(--ephemeral)
 	log "configuring runner: config.sh ${args[*]} (token from the environment)"
 	# The token is in config.sh's environment only; config.sh exits before run.sh starts.
-	ACTIONS_RUNNER_INPUT_TOKEN=$token "${drop[@]}" "${RUNNER_HOME}/config.sh" "${args[@]}"
+	local rc=0
+	watch_refusals
+	ACTIONS_RUNNER_INPUT_TOKEN=$token "${drop[@]}" "${RUNNER_HOME}/config.sh" "${args[@]}" 2>&"$refusal_fd" || rc=$?
+	refusals_read
+	return "$rc"
+}
+
+# watch_refusals starts watch_refusal on a descriptor of its own (refusal_fd), to
+# give the runner as its error output; refusals_read, once the runner has exited,
+# waits until the watcher has read all of it: up to 2 s, since a process a job
+# left behind may hold the descriptor open.
+refusal_fd='' refusal_pid=''
+watch_refusals() {
+	exec {refusal_fd}> >(watch_refusal)
+	refusal_pid=$!
+}
+refusals_read() {
+	exec {refusal_fd}>&-
+	local i
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$refusal_pid" 2>/dev/null || return 0
+		sleep 0.02
+	done
+}
+
+# watch_refusal passes the runner's error output through; a line saying GitHub
+# refuses the runner's version (config.sh: "can no longer register with GitHub";
+# the listener: "is deprecated and cannot receive messages") becomes the
+# container's termination message, which the kubelet shows as the container's
+# last state and the sweeper as the runner's reason, and is kept in the state
+# directory for exit_again.
+watch_refusal() {
+	local line
+	while IFS= read -r line || [[ -n $line ]]; do
+		printf '%s\n' "$line" >&2
+		case $line in
+		*"can no longer register with GitHub"* | *"is deprecated and cannot receive messages"*)
+			record_refusal "$line"
+			;;
+		esac
+	done
+}
+
+record_refusal() {
+	local why="runner refused by GitHub: ${1}" version=${ACTIONS_RUNNER_VERSION:-}
+	if [[ -n $version && $1 != *"v${version} "* ]]; then
+		why+=" (this image runs actions/runner ${version})"
+	fi
+	printf '%s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+	if [[ -n $state_dir ]]; then printf '%s\n' "$why" | put_file "$state_dir/refused" 2>/dev/null || true; fi
+	log "GitHub refuses this runner's actions/runner version: upgrade the image (its RUNNER_VERSION)"
 }
 
 # install_jit_config writes the JIT config's files into the runner's home, as
@@ -311,7 +364,9 @@ exit_again() {
 		rc=${BASH_REMATCH[1]}
 	fi
 	log "this ephemeral runner already ran in this pod (${ran//$'\n'/, }): not running it again; the sweeper removes it"
-	if ((rc != 0)); then
+	if [[ -s $state_dir/refused ]]; then
+		cat -- "$state_dir/refused" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+	elif ((rc != 0)); then
 		local why="its runner exited with code ${rc}"
 		((rc == 137)) && [[ ! $ran =~ exited ]] && why="its container was killed before its runner exited"
 		printf 'runner died: %s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
@@ -558,10 +613,12 @@ main() {
 	fi
 	if ephemeral; then record_start; fi
 	setup_job_report
-	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) &
+	watch_refusals
+	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) 2>&"$refusal_fd" &
 	runner_pid=$!
 	local rc=0
 	wait "$runner_pid" || rc=$?
+	refusals_read
 	# wait returns early (> 128) when a trapped signal arrives; on_term then exits.
 	log "runner exited with code ${rc}"
 	record_exit "$rc"

@@ -57,6 +57,11 @@ worker=''
 trap 'echo term >> "$STUB_DIR/events"; [ -n "$worker" ] && kill "$worker" 2>/dev/null; exit 143' TERM
 case ${STUB_RUN:-exit} in
 exit) exit "${STUB_RC:-0}" ;;
+refused)
+	echo "Current runner version: '2.320.0'"
+	echo "An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages." >&2
+	echo "Runner listener exit with terminated error, stop the service, no retry needed." >&2
+	exit 1 ;;
 idle) echo idle >> "$STUB_DIR/events"; while :; do sleep 0.1; done ;;
 job)
 	# The worker records job-done itself before it exits: what the entrypoint
@@ -73,6 +78,11 @@ esac
 
 const stubConfig = `#!/usr/bin/env bash
 echo "args:$*" >> "$STUB_DIR/config.log"
+if [ "${STUB_CONFIG:-}" = refused ]; then
+	echo "Http response code: NotFound from 'POST https://api.github.com/actions/runner-registration'" >&2
+	echo "ERROR: Your runner version is out of date and can no longer register with GitHub. The minimum runner version required to register with GitHub Actions is now 2.329.0." >&2
+	exit 1
+fi
 echo "token:${ACTIONS_RUNNER_INPUT_TOKEN:-}" >> "$STUB_DIR/config.log"
 echo "uid:$(id -u):$(id -g)" >> "$STUB_DIR/config.log"
 home=$(dirname "$0")
@@ -766,5 +776,47 @@ func TestSIGTERMBeforeTheRunnerStartsStartsNoRunner(t *testing.T) {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	if rc := r.wait(t); rc != 143 || r.file("run.log") != "" || !strings.Contains(r.out.String(), "the runner has not started") {
 		t.Fatalf("exit %d, run.log %q, output %q; want exit 143 and no runner started", rc, r.file("run.log"), r.out)
+	}
+}
+
+// TestVersionRefusalIsTheTerminationMessage: when GitHub refuses the runner's
+// version — config.sh cannot register it, or the listener gets no messages —
+// the container's termination message says so, with the image's version when
+// GitHub's words do not name it, and a restarted ephemeral container repeats
+// it instead of a bare exit code.
+func TestVersionRefusalIsTheTerminationMessage(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"listener refused", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=refused"},
+			"runner refused by GitHub: An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages."},
+		{"registration refused", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme", "STUB_CONFIG=refused", "ACTIONS_RUNNER_VERSION=2.320.0"},
+			"runner refused by GitHub: ERROR: Your runner version is out of date and can no longer register with GitHub. " +
+				"The minimum runner version required to register with GitHub Actions is now 2.329.0. (this image runs actions/runner 2.320.0)"},
+		{"listener refused, version named already", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=refused", "ACTIONS_RUNNER_VERSION=2.320.0"},
+			"runner refused by GitHub: An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages."},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			for i := range 2 { // the run, and a restart of the container
+				termLog := filepath.Join(t.TempDir(), "termination-log")
+				r := start(t, append(tc.env, "RUNNER_STATE_DIR="+state, "RUNNER_TERMINATION_LOG="+termLog)...)
+				if rc := r.wait(t); rc != 1 {
+					t.Fatalf("run %d exited %d, want 1; output:\n%s", i, rc, r.out)
+				}
+				msg, err := os.ReadFile(termLog)
+				if err != nil {
+					t.Fatalf("run %d: no termination message: %v; output:\n%s", i, err, r.out)
+				}
+				if got := strings.TrimSpace(string(msg)); got != tc.want {
+					t.Fatalf("run %d: termination message %q, want %q", i, got, tc.want)
+				}
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
 
@@ -74,6 +75,21 @@ func TestAlarms(t *testing.T) {
 		refused.Threshold == nil || *refused.Threshold != 0 || refused.ComparisonOperator != "GreaterThanThreshold" {
 		t.Errorf("RerunsRefusedAlarm %+v, want %s > 0", refused.Metrics, want)
 	}
+	version, err := tmpl.GetCloudWatchAlarmWithName("RunnerVersionAlarm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = fmt.Sprintf(`SELECT MIN(%s) FROM SCHEMA("%s", Pool)`, runnerversion.DaysLeftMetric, emf.Namespace)
+	if len(version.Metrics) != 1 || version.Metrics[0].Expression == nil || *version.Metrics[0].Expression != want {
+		t.Errorf("RunnerVersionAlarm queries %+v, want %s", version.Metrics, want)
+	}
+	if def, _ := numberDefault(rawTemplate(t), "RunnerVersionDaysLeftAlarm"); version.Threshold == nil || def == nil || fmt.Sprint(def) != "7" ||
+		fmt.Sprint(*version.Threshold) != fmt.Sprint(def) || version.ComparisonOperator != "LessThanThreshold" {
+		t.Errorf("RunnerVersionAlarm threshold %v %s, want < the RunnerVersionDaysLeftAlarm parameter (%v, default 7)", version.Threshold, version.ComparisonOperator, def)
+	}
+	if version.TreatMissingData == nil || *version.TreatMissingData != "notBreaching" {
+		t.Errorf("RunnerVersionAlarm treats missing data as %v, want notBreaching (no metric before the first check)", version.TreatMissingData)
+	}
 	for name, w := range map[string]struct{ namespace, metric, dimension, value string }{
 		"SweeperErrorsAlarm": {"AWS/Lambda", "Errors", "FunctionName", "REF:SweeperFunction"},
 		"Webhook5xxAlarm":    {"AWS/ApiGateway", "5xx", "ApiId", "REF:WebhookApi"},
@@ -105,6 +121,7 @@ func TestDashboard(t *testing.T) {
 	// The substitutions outside a JSON string are the alarm thresholds, numbers.
 	body = strings.ReplaceAll(body, "${QueuedAgeAlarmSeconds}", "900")
 	body = strings.ReplaceAll(body, "${QueueWaitP95Seconds}", "120")
+	body = strings.ReplaceAll(body, "${RunnerVersionDaysLeftAlarm}", "7")
 	var doc struct {
 		Widgets []struct {
 			Type       string          `json:"type"`
@@ -116,7 +133,7 @@ func TestDashboard(t *testing.T) {
 	}
 	all := body
 	for _, name := range []string{"${OldestQueuedAgeAlarm.Arn}", "${QueueWaitP95Alarm.Arn}", "${SweeperErrorsAlarm.Arn}", "${Webhook5xxAlarm.Arn}", "${RemovalsForbiddenAlarm.Arn}",
-		"${RerunsRefusedAlarm.Arn}"} {
+		"${RerunsRefusedAlarm.Arn}", "${RunnerVersionAlarm.Arn}"} {
 		if !strings.Contains(all, name) {
 			t.Errorf("dashboard does not show alarm %s", name)
 		}
@@ -125,7 +142,7 @@ func TestDashboard(t *testing.T) {
 		"RunnerRegistrationTime", "Desired", "Running", "Pending", "Deliveries", "NudgeFailures", "Redeliveries", "GitHubRateRemaining",
 		"RemovalsVetoedByGitHub", "RemovalsVetoedByPodReport", "RemovalsVetoedByJobLink", "RemovalsVetoedByIdleWindow",
 		"BusySignalDisagreements", "RemovalsForbidden", "RemovalCheckWindow", webhook.QueueWaitMetric,
-		"RunnerDeaths", "JobsRerun", "FailedJobsNotRerun", "RerunsRefused", "RerunDelay"} {
+		"RunnerDeaths", "JobsRerun", "FailedJobsNotRerun", "RerunsRefused", "RerunDelay", runnerversion.DaysLeftMetric} {
 		if !strings.Contains(all, `MetricName=\"`+metric+`\"`) && !strings.Contains(all, `"runnerscaler", "`+metric+`"`) {
 			t.Errorf("dashboard does not show metric %s", metric)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 )
@@ -154,5 +155,6 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	db := awsconf.DynamoDB(aws, f.dynamoEndpoint)
 	clk := clock.RealClock{}
 	return gather.New(pools, reservation.New(db, f.table, clk), poolstate.NewStore(db, f.table),
-		deliverylog.NewStore(db, f.table), kc, clk, gather.WithQueueWaits(queuewait.New(db, f.table, clk)), gather.WithReruns(rerun.NewStore(db, f.table))), nil
+		deliverylog.NewStore(db, f.table), kc, clk, gather.WithQueueWaits(queuewait.New(db, f.table, clk)), gather.WithReruns(rerun.NewStore(db, f.table)),
+		gather.WithRunnerReleases(runnerversion.NewStore(db, f.table))), nil
 }

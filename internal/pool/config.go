@@ -72,6 +72,9 @@ type Pool struct {
 	Kubernetes   Kubernetes `yaml:"kubernetes"`
 	// Headroom, when set, keeps placeholder pods for the pool's next runners.
 	Headroom *Headroom `yaml:"headroom"`
+	// RunnerVersion is the actions/runner version the pool's image runs
+	// (runnerversion.go; "": the version runner/Dockerfile installs).
+	RunnerVersion string `yaml:"runnerVersion"`
 }
 
 // ScaleUpTrigger says how much capacity one queued job reserves and for how long.
@@ -200,7 +203,7 @@ func (c *Config) validate() error {
 
 func (p *Pool) validate() error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateReplicas,
-		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom}
+		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
 	for _, check := range checks {
 		if err := check(); err != nil {
 			return err

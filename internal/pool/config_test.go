@@ -96,6 +96,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"too many reruns", "pools:\n" + base + "    rerunsPerRun: 51\n", "pools[0] (a): rerunsPerRun: 51 must be between 0"},
 		{"unknown registration", "pools:\n" + base + "    registration: pat\n", `pools[0] (a): registration: "pat" must be "jit" or "token"`},
 		{"jit for a persistent pool", "pools:\n" + base + "    ephemeral: false\n    registration: jit\n", `pools[0] (a): registration: "jit" needs ephemeral runners`},
+		{"bad runner version", "pools:\n" + base + "    runnerVersion: latest\n", `pools[0] (a): runnerVersion: "latest" must be an actions/runner release number`},
 		{"comma label", "pools:\n" + base + "    labels: [\"a,b\"]\n", `pools[0] (a): labels[0]: "a,b"`},
 		{"two triggers", "pools:\n" + base + "    scaleUpTriggers: [{amount: 1}, {amount: 2}]\n", "pools[0] (a): scaleUpTriggers: at most one"},
 		{"docker twice", "pools:\n" + strings.Replace(base, "image: runner:1}", "image: runner:1, dockerEnabled: true, dockerdWithinRunnerContainer: true}", 1), "mutually exclusive"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,12 +32,12 @@ func (r *Reconciler) stuckReason(ctx context.Context, rn *runner) string {
 	}
 	if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
 		if t := cs.LastTerminationState.Terminated; w.Reason == "CrashLoopBackOff" && t != nil {
-			return join(w.Reason, fmt.Sprintf("last exit code %d (%s), %d restarts", t.ExitCode, t.Reason, cs.RestartCount))
+			return join(w.Reason, fmt.Sprintf("last exit code %d (%s), %d restarts", t.ExitCode, t.Reason, cs.RestartCount)+said(t))
 		}
 		return join(w.Reason, w.Message)
 	}
 	if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
-		return join("Exited", fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason))
+		return join("Exited", fmt.Sprintf("exit code %d (%s)", t.ExitCode, t.Reason)+said(t))
 	}
 	return ""
 }
@@ -58,6 +59,15 @@ func (r *Reconciler) controllerEvent(ctx context.Context, rn *runner) string {
 		}
 	}
 	return "no pod yet"
+}
+
+// said is what the container said of its end (its termination message, e.g.
+// the entrypoint's "runner refused by GitHub: …"), "" when nothing.
+func said(t *corev1.ContainerStateTerminated) string {
+	if msg := firstLine(strings.TrimSpace(t.Message)); msg != "" {
+		return ": " + msg
+	}
+	return ""
 }
 
 func join(reason, message string) string {

@@ -119,6 +119,9 @@ type Pool struct {
 	// LastSweep is nil when the pool was never swept.
 	LastSweep *Sweep   `json:"lastSweep,omitempty"`
 	Runners   []Runner `json:"runners"`
+	// RunnerVersion is the pool's actions/runner version as GitHub judges it
+	// (nil: not gathered).
+	RunnerVersion *RunnerVersion `json:"runnerVersion,omitempty"`
 }
 
 // QueueWait sums up the waits of a pool's jobs that started within the last

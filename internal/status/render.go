@@ -103,6 +103,7 @@ func RenderReport(w io.Writer, r Report) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	section(t, w, "RUNNER VERSIONS", versionHeader, versionRows(r.Pools))
 	var queued, held [][]string
 	for _, p := range r.Pools {
 		for _, j := range p.Queued {
@@ -226,6 +227,9 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 		p.Name, p.Desired, p.MinReplicas, p.MaxReplicas, p.Running, p.Pending, p.Stopping, yes(p.Saturated))
 	t.line("last sweep: %s", sweepCell(at, p.LastSweep))
 	t.line("queue wait: %s", waitLine(p.QueueWait))
+	if p.RunnerVersion != nil {
+		t.line("runner version: %s", versionLine(p.RunnerVersion))
+	}
 	if p.LastSweep != nil && p.LastSweep.Reason != "" {
 		t.line("decision: %s", p.LastSweep.Reason)
 	}

@@ -73,6 +73,13 @@ type DeliveryLog interface {
 	Put(ctx context.Context, u redeliver.Undelivered) error
 }
 
+// VersionCheck judges the pools' actions/runner versions against GitHub's
+// releases and writes what it finds (runnerversion.Checker). It handles its
+// own failures: the next scheduled sweep checks again.
+type VersionCheck interface {
+	Check(ctx context.Context, pools []*pool.Pool)
+}
+
 // Options tune a Sweeper; zero values take the defaults.
 type Options struct {
 	// Parallelism bounds how many pools a scheduled sweep reconciles at once (default 4).
@@ -88,6 +95,8 @@ type Options struct {
 	// DeliveryLog, when set with Recoverer, records what each scheduled sweep saw
 	// of the deliveries that did not get through, whenever it read the log.
 	DeliveryLog DeliveryLog
+	// Versions, when set, checks the pools' runner versions on each scheduled sweep.
+	Versions VersionCheck
 	// Metrics, when set, receives the count of redelivered deliveries (Redeliveries).
 	Metrics *emf.Writer
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
@@ -195,6 +204,9 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		return s.report(s.sweepAll(ctx, pools, holder, true, ev.Jobs))
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		s.recover(ctx)
+		if s.opts.Versions != nil {
+			s.opts.Versions.Check(ctx, s.configured())
+		}
 		all, err := s.forSchedule(ctx)
 		if err != nil {
 			return Report{}, err

@@ -19,6 +19,7 @@ import (
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
 //	TABLE             INDEX#active         the active index's marker (reservation)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
+//	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
 //	DRAIN             DRAIN                the teardown's drain mark (drain)
 //	TABLE             DRAIN                the drain mark where older versions kept it (drain reads it)
 //
@@ -86,6 +87,8 @@ const (
 	IndexMarkerSK = "INDEX#" + ActiveIndex
 	// DeliveryLogSK is the last look at the webhook's delivery log, in DeploymentPK.
 	DeliveryLogSK = "WEBHOOK#deliveries"
+	// RunnerReleasesSK is what the daily check saw of actions/runner's releases, in DeploymentPK.
+	RunnerReleasesSK = "RELEASE#runner"
 	// DrainSK is the drain mark, in DrainPK.
 	DrainSK = "DRAIN"
 )

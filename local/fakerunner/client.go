@@ -56,6 +56,7 @@ type registration struct {
 	RunnerGroup string   `json:"runner_group,omitempty"`
 	Ephemeral   bool     `json:"ephemeral"`
 	Replace     bool     `json:"replace"`
+	Version     string   `json:"version"`
 }
 
 type registered struct {
@@ -96,12 +97,13 @@ func (c *client) register(ctx context.Context, token string, reg registration) (
 	return out, err
 }
 
-// openSession: POST /_runner/sessions (with the JIT config on a runner's first start from one).
-func (c *client) openSession(ctx context.Context, cred, jit string) (session, error) {
+// openSession: POST /_runner/sessions, with the runner's version (and the JIT
+// config on a runner's first start from one).
+func (c *client) openSession(ctx context.Context, cred, jit, version string) (session, error) {
 	var out session
-	var body any
+	body := map[string]string{"runner_version": version}
 	if jit != "" {
-		body = map[string]string{"jit_config": jit}
+		body["jit_config"] = jit
 	}
 	err := c.do(ctx, http.MethodPost, "/_runner/sessions", "", "Bearer "+cred, body, &out)
 	return out, err

@@ -117,7 +117,7 @@ func configure(env Env, root string, args []string) int {
 	defer cancel()
 	api := newClient(u.Scheme + "://" + u.Host)
 	reg, err := api.register(ctx, a.token, registration{URL: a.url, Name: a.name, Labels: labels, RunnerGroup: a.group,
-		Ephemeral: a.ephemeral, Replace: a.replace})
+		Ephemeral: a.ephemeral, Replace: a.replace, Version: version(env)})
 	switch status := statusOf(err); {
 	case err == nil:
 	case status == http.StatusUnauthorized:
@@ -125,6 +125,10 @@ func configure(env Env, root string, args []string) int {
 	case status == http.StatusConflict:
 		return fail("A runner exists with the same name %q; pass --replace to replace it (%v)", a.name, err)
 	case status == http.StatusNotFound:
+		var ae *apiError
+		if errors.As(err, &ae) && strings.Contains(ae.message, "runner version is out of date") {
+			return fail("%s (Http response code: NotFound from 'POST %s')", ae.message, ae.op)
+		}
 		return fail("registration refused: %v", err)
 	case errors.Is(err, context.DeadlineExceeded) || status == 0:
 		return fail("cannot reach GitHub at %s: %v", api.base, err)

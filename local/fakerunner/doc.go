@@ -39,6 +39,12 @@
 //   - config.sh exits 1 with a clear message for an invalid or expired token, a
 //     runner name taken without --replace, an unknown runner group, or a runner
 //     already configured in this directory.
+//   - The runner plays actions/runner of the version runner/Dockerfile installs,
+//     or FAKERUNNER_VERSION, and reports it to the simulator (config.sh's
+//     registration, run.sh's session), which refuses outdated versions as GitHub
+//     does; config.sh then exits 1 with GitHub's message, and run.sh, like the real
+//     listener, with "An error occurred: Error: Forbidden Runner version v… is
+//     deprecated and cannot receive messages." on stderr.
 //   - Connection failures are retried until the simulator answers, like the real
 //     listener's "Retrying until reconnected"; a session the simulator still holds
 //     for this runner (a previous container killed without closing it) is retried

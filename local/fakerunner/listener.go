@@ -235,6 +235,12 @@ func (l *listener) pollFailed(err error, retry *<-chan time.Time, backoff *time.
 	case http.StatusUnauthorized:
 		logf(l.env.Stderr, "Error: the runner's credentials are no longer valid, please re-configure. (%v)", err)
 		return 1, true
+	case http.StatusForbidden: // GitHub refuses this version: the real listener stops, as here
+		var ae *apiError
+		errors.As(err, &ae)
+		fmt.Fprintf(l.env.Stderr, "An error occurred: Error: %s\nRunner listener exit with terminated error, stop the service, no retry needed.\n", ae.message)
+		l.closeSession()
+		return 1, true
 	case http.StatusNotFound: // the session expired (the simulator did not hear from us in time)
 		logf(l.env.Stdout, "Session expired, reconnecting")
 		if code, ok := l.connect(); !ok {
@@ -255,12 +261,13 @@ func (l *listener) connect() (int, bool) {
 	backoff := time.Duration(0)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		s, err := l.api.openSession(ctx, l.cred, l.jit)
+		s, err := l.api.openSession(ctx, l.cred, l.jit, version(l.env))
 		cancel()
 		if err == nil {
 			l.sess, l.jit = s, ""
 			l.ephemeral = s.Ephemeral || l.settings.Ephemeral
 			fmt.Fprintln(l.env.Stdout, "√ Connected to GitHub")
+			fmt.Fprintf(l.env.Stdout, "Current runner version: '%s'\n", version(l.env))
 			logf(l.env.Stdout, "Runner %s (id %d) listening for Jobs", s.Name, s.RunnerID)
 			return 0, true
 		}

@@ -65,6 +65,19 @@ func Main(env Env) int {
 	return 2
 }
 
+// defaultVersion is the actions/runner version the fake plays, runner/Dockerfile's
+// (a test keeps them equal); FAKERUNNER_VERSION plays another, as an image built
+// with another RUNNER_VERSION would be.
+const defaultVersion = "2.330.0"
+
+// version is the actions/runner version this runner reports.
+func version(env Env) string {
+	if v := env.Getenv("FAKERUNNER_VERSION"); v != "" {
+		return v
+	}
+	return defaultVersion
+}
+
 // logf prints a line the way Runner.Listener does: "2006-01-02 15:04:05Z: message".
 func logf(w io.Writer, format string, args ...any) {
 	fmt.Fprintf(w, "%s: %s\n", time.Now().UTC().Format("2006-01-02 15:04:05Z"), fmt.Sprintf(format, args...))

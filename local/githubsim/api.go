@@ -28,6 +28,7 @@ func (s *Server) routes() {
 	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/repositories", s.authed(s.groupRepositories))
 	s.handle("GET /app/hook/deliveries", s.listHookDeliveries)
 	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
+	s.handle("GET /repos/{owner}/{repo}/releases/latest", s.latestRelease)
 	s.runnerRoutes()
 	s.installationRoutes()
 	s.rerunRoutes()

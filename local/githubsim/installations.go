@@ -53,7 +53,7 @@ func (s *Server) allowed(identity string, installation int64, r *http.Request) b
 	s.mu.Lock()
 	account, restricted := s.opts.Accounts[installation]
 	s.mu.Unlock()
-	if !restricted {
+	if !restricted || publicRepository(r) {
 		return true
 	}
 	switch {

@@ -12,10 +12,12 @@ package githubsim
 // appearing on registration, going online and offline, busy while a job runs,
 // ephemeral ones deleted after their job, spent credentials refused — is kept:
 //
-//	POST   /_runner/registrations              config.sh (Authorization: RemoteAuth <registration token>)
+//	POST   /_runner/registrations              config.sh (Authorization: RemoteAuth <registration token>;
+//	                                           the runner's "version" in the body)
 //	POST   /_runner/sessions                   run.sh connects: the runner is online while its session lives
 //	                                           (Authorization: Bearer <runner credential>; body {"jit_config": ...}
-//	                                           when started from a JIT config, which is single use)
+//	                                           when started from a JIT config, which is single use, and
+//	                                           "runner_version")
 //	GET    /_runner/sessions/{session_id}/job  long-poll for a job (?wait=10s): 200 with the job, 204 when none came
 //	DELETE /_runner/sessions/{session_id}      run.sh disconnects: the runner goes offline
 //	POST   /_runner/jobs/{job_id}/result       Runner.Worker reports the job's conclusion, and its
@@ -29,7 +31,9 @@ package githubsim
 // ephemeral one after its job, or removed through the REST API); 409 for a name
 // taken without replace, a session already open (Retry-After says when it
 // expires) or a job not in progress; 404 for an unknown session, job or runner
-// group; 422 for a malformed request.
+// group, and for a registration of a version GitHub no longer registers; 403 to
+// the poll of a version GitHub gives no more jobs (releases.go); 422 for a
+// malformed request.
 
 import (
 	"encoding/json"
@@ -76,6 +80,7 @@ type agentState struct {
 
 type session struct {
 	runnerID int64
+	version  string // the runner's, as it reported it ("" none; releases.go)
 	lastSeen time.Time
 	polls    int // long-polls in flight keep the session alive
 }
@@ -93,6 +98,7 @@ type registrationRequest struct {
 	RunnerGroup string   `json:"runner_group"`
 	Ephemeral   bool     `json:"ephemeral"`
 	Replace     bool     `json:"replace"`
+	Version     string   `json:"version"` // the runner's own (releases.go)
 }
 
 type registrationResponse struct {
@@ -140,6 +146,10 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found: "+err.Error())
 		return
 	}
+	if msg := registrationRefusal(req.Version); msg != "" {
+		writeError(w, http.StatusNotFound, msg)
+		return
+	}
 	base := s.runnerBaseURL(r)
 	s.mu.Lock()
 	rn, err := s.registerLocked(Registration{Token: token, Scope: sc.String(), Name: req.Name, Labels: req.Labels,
@@ -158,6 +168,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 func (s *Server) agentOpenSession(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		JITConfig string `json:"jit_config"`
+		Version   string `json:"runner_version"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 		writeError(w, http.StatusUnprocessableEntity, "Invalid request body: "+err.Error())
@@ -194,7 +205,7 @@ func (s *Server) agentOpenSession(w http.ResponseWriter, r *http.Request) {
 		_, _ = s.useJITLocked(req.JITConfig, true) // checked above, under the same lock
 	}
 	sid := randomToken("sess_")
-	s.agents.sessions[sid] = &session{runnerID: rn.ID, lastSeen: now}
+	s.agents.sessions[sid] = &session{runnerID: rn.ID, lastSeen: now, version: req.Version}
 	s.agents.sessionOf[rn.ID] = sid
 	rn.Online, rn.Registered = true, true
 	writeJSON(w, http.StatusCreated, sessionResponse{SessionID: sid, RunnerID: rn.ID, Name: rn.Name, Ephemeral: rn.Ephemeral})
@@ -236,6 +247,12 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.mu.Unlock()
 		agentError(w, err)
+		return
+	}
+	if msg := s.messageRefusalLocked(ss.version); msg != "" {
+		ss.lastSeen = s.opts.Clock.Now()
+		s.mu.Unlock()
+		writeError(w, http.StatusForbidden, msg)
 		return
 	}
 	ss.polls++

@@ -31,6 +31,8 @@
 //   - runner groups and the repositories allowed to use them;
 //   - workflow runs of one or more jobs and their re-runs (rerun.go), with
 //     GitHub's rules for them;
+//   - actions/runner's latest release, and GitHub's refusal of runners too old
+//     to register or to receive jobs (releases.go);
 //   - counters of calls by endpoint.
 package githubsim
 
@@ -85,6 +87,9 @@ type Options struct {
 	// besides the primary one, which its Core replaces RateLimit with (see
 	// Budget, GitHubBudget). New panics when it is invalid.
 	Budget *Budget
+	// RunnerReleases are the actions/runner releases published from the start
+	// (releases.go; SetRunnerReleases changes them).
+	RunnerReleases []RunnerRelease
 }
 
 // Runner is a runner's state in the simulator.
@@ -131,7 +136,8 @@ type Server struct {
 	assigned map[int64]assignment
 	lost     []int64
 	liesTold int
-	budget   *budget // nil: no limits but the primary one (budget.go)
+	budget   *budget         // nil: no limits but the primary one (budget.go)
+	releases []RunnerRelease // actions/runner's (releases.go)
 }
 
 type installationToken struct {
@@ -187,6 +193,7 @@ func New(opts Options) *Server {
 		}
 		s.opts.RateLimit, s.budget = opts.Budget.Core, newBudget(*opts.Budget)
 	}
+	s.SetRunnerReleases(opts.RunnerReleases...)
 	s.routes()
 	return s
 }

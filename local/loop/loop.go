@@ -72,6 +72,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -121,7 +122,12 @@ type Options struct {
 	// BusyLie, when set, makes the simulator's REST busy flag lie as GitHub's
 	// does (githubsim.BusyLie; ScaledBusyLie is GitHub's in the loop's time).
 	BusyLie *githubsim.BusyLie
-	Log     *slog.Logger
+	// RunnerReleases are the actions/runner releases the simulator publishes
+	// (githubsim.Options.RunnerReleases).
+	RunnerReleases []githubsim.RunnerRelease
+	// SweeperMetrics, when set, also receives the sweeper's metric lines.
+	SweeperMetrics io.Writer
+	Log            *slog.Logger
 }
 
 // Chaos says which delivery faults to inject.
@@ -216,7 +222,11 @@ func Start(ctx context.Context, opts Options) (*Loop, error) {
 	l := &Loop{opts: opts, secret: []byte(opts.Secret), cancel: cancel, Monitor: newMonitor(opts.Log),
 		shortSince: map[string]time.Time{}, metrics: newMetricSums()}
 	var err error
-	if l.emf, err = emf.NewWriter(l.metrics, ""); err != nil {
+	var sweeperMetrics io.Writer = l.metrics
+	if opts.SweeperMetrics != nil {
+		sweeperMetrics = io.MultiWriter(l.metrics, opts.SweeperMetrics)
+	}
+	if l.emf, err = emf.NewWriter(sweeperMetrics, ""); err != nil {
 		cancel()
 		return nil, err
 	}
@@ -242,7 +252,7 @@ func (l *Loop) build(ctx context.Context) error {
 		return err
 	}
 	l.Sim = githubsim.New(githubsim.Options{AppID: 1, AppKey: &key.PublicKey, SessionTimeout: l.opts.SessionTimeout,
-		BusyLie: l.opts.BusyLie})
+		BusyLie: l.opts.BusyLie, RunnerReleases: l.opts.RunnerReleases})
 	ghSrv := l.serve(l.Sim.Handler())
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
 	gh, err := githubapi.New(githubapi.Config{BaseURL: ghSrv.URL, Auth: githubapi.Auth{AppID: 1, InstallationID: 1, PrivateKey: keyPEM}})
@@ -412,7 +422,8 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	if err != nil {
 		return err
 	}
-	sopts := sweeper.Options{}
+	// The runner versions as the deployment checks them (sweeper/wiring).
+	sopts := sweeper.Options{Versions: runnerversion.New(runnerversion.NewStore(l.opts.DB, l.opts.Table), l.gh, clk, l.opts.Log, l.emf)}
 	if l.recoverer != nil {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)

@@ -62,7 +62,8 @@ type Gatherer struct {
 	waits        QueueWaits
 	kube         kubernetes.Interface
 	clock        clock.PassiveClock
-	reruns       Reruns // nil: Trace shows no re-runs (WithReruns)
+	reruns       Reruns         // nil: Trace shows no re-runs (WithReruns)
+	releases     RunnerReleases // nil: no runner versions (WithRunnerReleases)
 }
 
 // Option configures a Gatherer.
@@ -119,6 +120,9 @@ func (g *Gatherer) Report(ctx context.Context, only string) (status.Report, erro
 	now := g.clock.Now()
 	r := status.Build(now, inputs, unrouted)
 	r.Webhook = status.NewWebhook(now, check)
+	if err := g.runnerVersions(ctx, &r); err != nil {
+		return status.Report{}, err
+	}
 	return r, nil
 }
 

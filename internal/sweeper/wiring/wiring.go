@@ -34,6 +34,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
 
@@ -149,6 +150,9 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The first pool's credentials read actions/runner's releases (any can).
+	opts.Versions = runnerversion.New(runnerversion.NewStore(c.DynamoDB, cfg.TableName),
+		runnerversion.RouterReleases{Router: gh, Scope: pools.Pools[0].Scope()}, env.Clock, env.Log, metrics)
 	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,30 @@
+package reconcile_test
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestHeldUpRunnerReasonCarriesItsMessage: a persistent runner whose container
+// keeps exiting is held up for the reason its container gave (its termination
+// message: here GitHub's refusal of its version), not its exit code alone.
+func TestHeldUpRunnerReasonCarriesItsMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	t0 := e.clock.Now()
+	e.mustSweep(1, t0)
+	name := e.statefulSets()[0]
+	refusal := "runner refused by GitHub: An error occurred: Error: Forbidden Runner version v2.320.0 is deprecated and cannot receive messages."
+	e.setRunnerStatus(name, corev1.ContainerStatus{RestartCount: 2,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: refusal + "\n", FinishedAt: metav1.NewTime(e.clock.Now().Add(-time.Second))}}})
+	e.mustSweep(1, t0)
+	want := "CrashLoopBackOff: last exit code 1 (Error), 2 restarts: " + refusal
+	if r := e.status.Stuck[name]; r != want {
+		t.Fatalf("stuck %q; want %s's %q", e.status.Stuck, name, want)
+	}
+}
