@@ -287,6 +287,15 @@ pools:
 	}
 }
 
+// jobsPerRunner counts the jobs each runner ran.
+func jobsPerRunner(jobs []githubsim.Job) map[string]int {
+	n := map[string]int{}
+	for _, j := range jobs {
+		n[j.RunnerName]++
+	}
+	return n
+}
+
 func pendingTemplate(img string) string { return loop.Template{Image: img, Unschedulable: true}.Spec() }
 
 // TestPersistentPool: persistent runners (registered by config.sh with a
@@ -305,10 +314,7 @@ pools:
 `, loop.Options{SweepEvery: time.Second})
 	w.queue(6, time.Second, "keep")
 	w.waitFor("every job completed", 3*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
-	perRunner := map[string]int{}
-	for _, j := range w.loop.Sim.Jobs() {
-		perRunner[j.RunnerName]++
-	}
+	perRunner := jobsPerRunner(w.loop.Sim.Jobs())
 	if len(perRunner) > 2 {
 		t.Fatalf("jobs ran on %d runners (%v), want at most maxReplicas 2", len(perRunner), perRunner)
 	}
@@ -341,10 +347,7 @@ pools:
 `, loop.Options{SweepEvery: time.Second})
 	w.queue(5, time.Second, "burst")
 	w.waitFor("every job completed", 3*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
-	perRunner := map[string]int{}
-	for _, j := range w.loop.Sim.Jobs() {
-		perRunner[j.RunnerName]++
-	}
+	perRunner := jobsPerRunner(w.loop.Sim.Jobs())
 	for name, n := range perRunner {
 		if n != 1 {
 			t.Errorf("runner %s took %d jobs, want 1 (ephemeral)", name, n)
