@@ -58,14 +58,21 @@ const (
 	Queued     State = 1
 	InProgress State = 2
 	Completed  State = 3
+	// Waiting is the state of a `waiting` delivery only, never a stored one: a
+	// job held for its environment's approval stays Queued, with its hold
+	// recorded (see approval.go). It is numbered after Completed so that the
+	// stored values keep their meaning; in a job's life it comes between Queued
+	// and InProgress.
+	Waiting State = 4
 )
 
-// ParseState maps a workflow_job action to a State; ok is false for other actions
-// (waiting, for example, reserves nothing).
+// ParseState maps a workflow_job action to a State; ok is false for other actions.
 func ParseState(action string) (s State, ok bool) {
 	switch action {
 	case "queued":
 		return Queued, true
+	case "waiting":
+		return Waiting, true
 	case "in_progress":
 		return InProgress, true
 	case "completed":
@@ -82,6 +89,8 @@ func (s State) String() string {
 		return "in_progress"
 	case Completed:
 		return "completed"
+	case Waiting:
+		return "waiting"
 	}
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
@@ -134,6 +143,14 @@ type Reservation struct {
 	SeenQueued     *Seen `dynamodbav:"seenQueued,omitempty"`
 	SeenInProgress *Seen `dynamodbav:"seenInProgress,omitempty"`
 	SeenCompleted  *Seen `dynamodbav:"seenCompleted,omitempty"`
+	// SeenWaiting is the `waiting` delivery that held the job for an approval,
+	// and SeenApproved the distinct `queued` that released it (see Held).
+	SeenWaiting  *Seen `dynamodbav:"seenWaiting,omitempty"`
+	SeenApproved *Seen `dynamodbav:"seenApproved,omitempty"`
+	// QueuedDeliveries are the ids of the job's distinct `queued` deliveries
+	// (a redelivery keeps its id); an item written before they were kept has
+	// only SeenQueued.
+	QueuedDeliveries []string `dynamodbav:"queuedDeliveries,stringset,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -148,14 +165,26 @@ const (
 	// Stale means the job was already in this or a later state: nothing changed.
 	Stale
 	// TooOld means a `queued` delivery of a job created more than the retention
-	// ago: nothing was read or written (see the package comment).
+	// ago that releases no held job: nothing was written (see the package comment).
 	TooOld
+	// Held means a `waiting` delivery held the job for its environment's
+	// approval: it counts for no runner until its approval's `queued` (Held).
+	Held
+	// Released means the delivery was the approval's `queued` of a held job: it
+	// counts again, as a job queued now.
+	Released
 )
 
-// String is "applied", or "stale" for both outcomes that changed nothing.
+// String is "applied", "held", "released", or "stale" for both outcomes that
+// changed nothing.
 func (o Outcome) String() string {
-	if o == Applied {
+	switch o {
+	case Applied:
 		return "applied"
+	case Held:
+		return "held"
+	case Released:
+		return "released"
 	}
 	return "stale"
 }
@@ -207,11 +236,24 @@ func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Stor
 // created more than the retention ago is TooOld, with nothing written. Errors
 // are DynamoDB failures after the SDK's retries; the caller should report them
 // so GitHub can redeliver.
+//
+// A `waiting` holds the job, and a later distinct `queued` releases it
+// (approval.go).
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
-	now := s.clock.Now()
-	if s.tooOld(d.State, d.Created, now) {
-		return TooOld, nil
+	switch d.State {
+	case Waiting:
+		return s.hold(ctx, d)
+	case Queued:
+		return s.recordQueued(ctx, d)
 	}
+	return s.recordForward(ctx, d)
+}
+
+// recordForward is the conditional write that creates the job's item or moves
+// its state forward; a `queued` also counts its delivery among the job's
+// distinct `queued` deliveries.
+func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) {
+	now := s.clock.Now()
 	expiration := now.Add(d.Duration)
 	ttlBase := expiration
 	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
@@ -239,6 +281,10 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 	} else {
 		update += ", #active = :active"
 		values[":active"] = table.Str(table.PoolPK(d.Pool))
+	}
+	if d.State == Queued {
+		names["#qids"], values[":qids"] = "queuedDeliveries", &types.AttributeValueMemberSS{Value: []string{queuedID(d)}}
+		update += " ADD #qids :qids"
 	}
 	values[":ttl"] = table.Num(ttlBase.Add(s.retention).Unix())
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -295,7 +341,7 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() {
+		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() {
 			rs = append(rs, r)
 		}
 	}
@@ -303,22 +349,34 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 }
 
 // indexQuery reads the pool's entries in the active index; the filter drops jobs
-// whose reservation expired (lost `completed`) and completed items that kept the
-// attribute because an older webhook recorded their completion.
+// whose reservation expired (lost `completed`), completed items that kept the
+// attribute because an older webhook recorded their completion, and held jobs.
 func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:              aws.String(tableName),
 		IndexName:              aws.String(table.ActiveIndex),
 		KeyConditionExpression: aws.String("#active = :pk"),
-		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
 		ExpressionAttributeNames: map[string]string{
-			"#active": table.ActiveKey, "#state": "state", "#exp": "expirationTime",
+			"#active": table.ActiveKey,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        table.Str(table.PoolPK(pool)),
-			":completed": table.Num(int64(Completed)),
-			":now":       table.Millis(now),
+			":pk": table.Str(table.PoolPK(pool)),
 		},
+	}
+	activeFilter(in, now)
+	return in
+}
+
+// activeFilter sets in's filter to the reservations that hold capacity at now:
+// unfinished, not expired, not held for an approval (Held).
+func activeFilter(in *dynamodb.QueryInput, now time.Time) {
+	in.FilterExpression = aws.String("#state < :completed AND #exp > :now AND NOT (" + heldCondition + ")")
+	for k, v := range map[string]string{"#state": "state", "#exp": "expirationTime", "#wait": "seenWaiting", "#qids": "queuedDeliveries"} {
+		in.ExpressionAttributeNames[k] = v
+	}
+	for k, v := range map[string]types.AttributeValue{":completed": table.Num(int64(Completed)), ":now": table.Millis(now),
+		":queued": table.Num(int64(Queued)), ":releasedAt": table.Num(releasedAt)} {
+		in.ExpressionAttributeValues[k] = v
 	}
 }
 
