@@ -7,8 +7,8 @@
 // HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
 // that is too large, not JSON, or a job without id or labels or with a created_at
 // that is not a time, 200 for ping, 202 for events and jobs that reserve nothing
-// (other events, `waiting`, no matching pool), 200 once a reservation write is
-// durable, 200 "stale" with nothing written for a `queued` of a job created more
+// (other events, no matching pool), 200 once a reservation write is durable
+// (a `waiting` holds its job for an approval: see package reservation), 200 "stale" with nothing written for a `queued` of a job created more
 // than reservation.DefaultRetention ago that does not deploy to an environment (a
 // late redelivery or a replay: see package reservation), and 503 when DynamoDB fails
 // after the SDK's retries, so that GitHub records a failed delivery the user can
@@ -245,7 +245,9 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	if p == nil {
 		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
-		attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		if state != reservation.Waiting {
+			attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		}
 		if ev, ok := nudgeFor(nil, linked, state, job); ok {
 			attrs = append(attrs, h.nudge(ctx, ev))
 		}
@@ -265,9 +267,10 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if state == reservation.InProgress && outcome == reservation.Applied {
 		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
 	}
-	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
+	if ev, ok := nudgeFor(p, linked, state, job); ok && (outcome == reservation.Applied || outcome == reservation.Released) {
 		attrs = append(attrs, h.nudge(ctx, ev))
 	}
+	h.countApproval(ctx, p.Name, outcome)
 	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
 }
 
