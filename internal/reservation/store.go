@@ -8,8 +8,18 @@
 // stricter than ARC v0.22, which removed the oldest reservation on any `completed`
 // and double-counted a redelivered `queued`.
 //
-// A reservation is active while its job is queued or in progress and its expiration
-// time is in the future. Expiry is a backstop for lost `completed` deliveries: an
+// A job that deploys to an environment with required reviewers gets `queued`,
+// `waiting`, then `queued` again once approved; no payload field orders the two
+// `queued`, their delivery ids (kept by redeliveries) tell them apart. The rule
+// (approval.go) is: a job is held — it holds no runner — while it is queued, a
+// `waiting` was recorded, and fewer than two distinct `queued` deliveries were.
+// Its inputs only grow, so every order of the five deliveries, redeliveries
+// included, ends as GitHub's order does, and the job counts once. A held item
+// lives as long as GitHub lets a job wait for an approval, and the `queued` that
+// releases it restarts its reservation as a job queued then.
+//
+// A reservation is active while its job is queued or in progress (and not held)
+// and its expiration time is in the future. Expiry is a backstop for lost `completed` deliveries: an
 // `in_progress` restarts the clock, and the sweeper extends reservations of jobs that
 // still wait because their pool is at maxReplicas (Extend).
 //
