@@ -50,7 +50,8 @@ const releasedAt = 2
 
 // heldCondition is Held as a DynamoDB condition; it names #state, #wait, #qids,
 // :queued and :releasedAt. An item without queuedDeliveries has at most one
-// distinct `queued` (SeenQueued, from before they were kept).
+// distinct `queued` (SeenQueued): requeue writes the set, the first id
+// included, with the second.
 const heldCondition = "#state = :queued AND attribute_exists(#wait) AND " +
 	"(attribute_not_exists(#qids) OR size(#qids) < :releasedAt)"
 
@@ -60,11 +61,14 @@ func (r Reservation) Held() bool {
 	return r.State == Queued && r.SeenWaiting != nil && len(r.queuedIDs()) < releasedAt
 }
 
-// queuedIDs are the ids of the job's distinct `queued` deliveries.
+// queuedIDs are the ids of the job's distinct `queued` deliveries: the set
+// written once a second one arrived, and the first one's (SeenQueued).
 func (r Reservation) queuedIDs() []string {
 	ids := slices.Clone(r.QueuedDeliveries)
-	if r.SeenQueued != nil && !slices.Contains(ids, r.SeenQueued.DeliveryID) {
-		ids = append(ids, r.SeenQueued.DeliveryID)
+	if r.SeenQueued != nil {
+		if first := queuedID(Delivery{DeliveryID: r.SeenQueued.DeliveryID}); !slices.Contains(ids, first) {
+			ids = append(ids, first)
+		}
 	}
 	return ids
 }

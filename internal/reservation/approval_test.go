@@ -152,6 +152,16 @@ func TestApprovalGateOutcomes(t *testing.T) {
 	if ids := activeIDs(t, s, "p"); len(ids) != 2 {
 		t.Fatalf("active = %v, want jobs 1 and 2", ids)
 	}
+
+	// Deliveries without an id: a second one is the same delivery again.
+	anonymous := func(name string) reservation.Delivery {
+		d := gatedDelivery(3, name)
+		d.DeliveryID = ""
+		return d
+	}
+	record(t, s, anonymous("q1"), reservation.Applied)
+	record(t, s, anonymous("w"), reservation.Held)
+	record(t, s, anonymous("q2"), reservation.Stale)
 }
 
 // TestHeldJobOutlivesItsReservationAndTTL: a job held for three days — past its

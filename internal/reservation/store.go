@@ -158,8 +158,8 @@ type Reservation struct {
 	SeenWaiting  *Seen `dynamodbav:"seenWaiting,omitempty"`
 	SeenApproved *Seen `dynamodbav:"seenApproved,omitempty"`
 	// QueuedDeliveries are the ids of the job's distinct `queued` deliveries
-	// (a redelivery keeps its id); an item written before they were kept has
-	// only SeenQueued.
+	// (a redelivery keeps its id), written once a second one reaches the item;
+	// until then the first one's id is SeenQueued's.
 	QueuedDeliveries []string `dynamodbav:"queuedDeliveries,stringset,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
@@ -260,8 +260,7 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 }
 
 // recordForward is the conditional write that creates the job's item or moves
-// its state forward; a `queued` also counts its delivery among the job's
-// distinct `queued` deliveries.
+// its state forward.
 func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) {
 	now := s.clock.Now()
 	expiration := now.Add(d.Duration)
@@ -291,10 +290,6 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 	} else {
 		update += ", #active = :active"
 		values[":active"] = table.Str(table.PoolPK(d.Pool))
-	}
-	if d.State == Queued {
-		names["#qids"], values[":qids"] = "queuedDeliveries", &types.AttributeValueMemberSS{Value: []string{queuedID(d)}}
-		update += " ADD #qids :qids"
 	}
 	values[":ttl"] = table.Num(ttlBase.Add(s.retention).Unix())
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
