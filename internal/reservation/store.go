@@ -19,9 +19,10 @@
 // releases it restarts its reservation as a job queued then.
 //
 // A reservation is active while its job is queued or in progress (and not held)
-// and its expiration time is in the future. Expiry is a backstop for lost `completed` deliveries: an
-// `in_progress` restarts the clock, and the sweeper extends reservations of jobs that
-// still wait because their pool is at maxReplicas (Extend).
+// and its expiration time is in the future. Expiry is a backstop for lost
+// `completed` deliveries: an `in_progress` restarts the clock, and the sweeper
+// extends reservations of jobs that still wait because their pool is at
+// maxReplicas (Extend).
 //
 // A job's item outlives its creation by at least the retention: every write
 // sets its TTL to a retention after a time no earlier than the delivery, and a
@@ -237,15 +238,16 @@ func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Stor
 }
 
 // Record applies d if it moves the job's state forward. The effective time is set
-// when the item is created (the first delivery seen) and never changed; the
-// expiration time is restarted by every applied delivery. The same write puts the
-// item in the active index (queued, in_progress) or takes it out (completed), so
-// the index follows the state under the same condition, and so do the runner
-// that took the job (when d names one) and the delivery's place in the job's
-// trail (Trail): a stale delivery changes none of them. A `queued` of a job
-// created more than the retention ago is TooOld, with nothing written. Errors
-// are DynamoDB failures after the SDK's retries; the caller should report them
-// so GitHub can redeliver.
+// when the item is created (the first delivery seen) and changed only by the
+// release of a held job; the expiration time is restarted by every applied
+// delivery but a `waiting`. The same write puts the item in the active index
+// (queued, in_progress) or takes it out (completed), so the index follows the
+// state under the same condition, and so do the runner that took the job (when
+// d names one) and the delivery's place in the job's trail (Trail): a stale
+// delivery changes none of them. A `queued` of a job created more than the
+// retention ago is TooOld, with nothing written, unless it releases a held job.
+// Errors are DynamoDB failures after the SDK's retries; the caller should report
+// them so GitHub can redeliver.
 //
 // A `waiting` holds the job, and a later distinct `queued` releases it
 // (approval.go).
