@@ -239,8 +239,8 @@ func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Stor
 
 // Record applies d if it moves the job's state forward. The effective time is set
 // when the item is created (the first delivery seen) and changed only by the
-// release of a held job; the expiration time is restarted by every applied
-// delivery but a `waiting`. The same write puts the item in the active index
+// release of a held job; the expiration time is restarted by every delivery
+// that moves the state forward, and by a release. The same write puts the item in the active index
 // (queued, in_progress) or takes it out (completed), so the index follows the
 // state under the same condition, and so do the runner that took the job (when
 // d names one) and the delivery's place in the job's trail (Trail): a stale
