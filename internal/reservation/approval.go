@@ -24,8 +24,11 @@ import (
 //
 //	held = state queued AND a `waiting` was recorded AND fewer than 2 distinct `queued` were recorded
 //
-// A held job holds no runner: Active leaves it out, whatever its expiration
-// time. Every input of the rule only grows (a set of ids, a recorded
+// A `queued` whose workflow_job.status already says "waiting" (GitHub renders
+// the first one so when the job is held at its creation) records the hold
+// itself (Delivery.AwaitsApproval), so the job does not hold a runner for the
+// moment until its `waiting` arrives. A held job holds no runner: Active leaves
+// it out, whatever its expiration time. Every input of the rule only grows (a set of ids, a recorded
 // `waiting`, the forward-only state), so each order of the five deliveries, and
 // any redelivery among them, ends in the same state as the order GitHub sent
 // them in, and no redelivery counts a job twice: `queued` + `queued` before the
@@ -147,8 +150,13 @@ func (s *Store) recordQueued(ctx context.Context, d Delivery) (Outcome, error) {
 	for range maxRequeueTries {
 		if !tooOld {
 			out, err := s.recordForward(ctx, d)
-			if err != nil || out == Applied {
-				return out, err
+			switch {
+			case err != nil:
+				return 0, err
+			case out == Applied && d.AwaitsApproval:
+				return Held, nil
+			case out == Applied:
+				return out, nil
 			}
 		}
 		r, ok, err := s.get(ctx, d.Pool, d.JobID)
@@ -191,6 +199,11 @@ func (s *Store) requeue(ctx context.Context, d Delivery, r Reservation, tooOld b
 		":seen": seenValue(d.DeliveryID, now), ":delivery": table.Str(d.DeliveryID),
 	}
 	update := "SET #seenq = if_not_exists(#seenq, :seen), #delivery = :delivery"
+	if d.AwaitsApproval && r.SeenWaiting == nil {
+		// Another `queued` came first: with this one the job has two, and is
+		// not held; the hold is only recorded.
+		update += ", #wait = :seen"
+	}
 	if released {
 		expiration := now.Add(d.Duration)
 		names["#exp"], names["#eff"], names["#ttl"], names["#approved"] = "expirationTime", "effectiveTime", table.TTLAttribute, "seenApproved"

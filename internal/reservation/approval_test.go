@@ -27,16 +27,25 @@ func gatedDelivery(job int64, name string) reservation.Delivery {
 		State: state, Amount: 1, Duration: 10 * time.Minute}
 }
 
+// hintedDelivery is gatedDelivery as GitHub renders the first queued of a job
+// held at its creation: its workflow_job.status already says waiting.
+func hintedDelivery(job int64, name string) reservation.Delivery {
+	d := gatedDelivery(job, name)
+	d.AwaitsApproval = name == "q1"
+	return d
+}
+
 // expected is what a job must look like once the deliveries in got arrived, in
 // whatever order: its stored state, whether it is held, and the runners it
-// asks for.
-func expected(got map[string]bool) (reservation.State, bool, int) {
+// asks for. With hinted, the first queued says the job waits, as the waiting does.
+func expected(got map[string]bool, hinted bool) (reservation.State, bool, int) {
+	waiting := got["w"] || hinted && got["q1"]
 	switch {
 	case got["c"]:
 		return reservation.Completed, false, 0
 	case got["ip"]:
 		return reservation.InProgress, false, 1
-	case got["w"] && !(got["q1"] && got["q2"]):
+	case waiting && !(got["q1"] && got["q2"]):
 		return reservation.Queued, true, 0
 	}
 	return reservation.Queued, false, 1
@@ -76,19 +85,33 @@ func demand(t *testing.T, s *reservation.Store, job int64, now time.Time) int {
 
 // TestEveryOrderOfAnApprovalGate sends the five deliveries of a job held for
 // approval in each of their 120 orders, each delivery redelivered right after it
-// and every earlier one redelivered again at the end. After every delivery the
-// job's stored state, its hold and the sweeper's demand are those of the
-// deliveries received so far: a waiting job holds no runner, the approval's
-// queued makes it count once, in_progress and completed end it.
+// and every earlier one redelivered again at the end; once with a first queued
+// that does not say the job waits, once with one that does. After every
+// delivery the job's stored state, its hold and the sweeper's demand are those
+// of the deliveries received so far: a waiting job holds no runner, the
+// approval's queued makes it count once, in_progress and completed end it.
 func TestEveryOrderOfAnApprovalGate(t *testing.T) {
 	t.Parallel()
+	for _, hinted := range []bool{false, true} {
+		t.Run(fmt.Sprint("hinted=", hinted), func(t *testing.T) {
+			t.Parallel()
+			everyOrder(t, hinted)
+		})
+	}
+}
+
+func everyOrder(t *testing.T, hinted bool) {
 	s, clk := newStore(t)
+	deliver := gatedDelivery
+	if hinted {
+		deliver = hintedDelivery
+	}
 	for i, order := range permutations(gated) {
 		job := int64(1000 + i)
 		got := map[string]bool{}
 		check := func(after string) {
 			t.Helper()
-			state, held, want := expected(got)
+			state, held, want := expected(got, hinted)
 			r, ok, err := s.Job(t.Context(), "p", job)
 			if err != nil || !ok {
 				t.Fatalf("%v after %s: Job = %v, %v", order, after, ok, err)
@@ -102,18 +125,18 @@ func TestEveryOrderOfAnApprovalGate(t *testing.T) {
 		}
 		for _, name := range order {
 			clk.SetTime(clk.Now().Add(time.Second))
-			if _, err := s.Record(t.Context(), gatedDelivery(job, name)); err != nil {
+			if _, err := s.Record(t.Context(), deliver(job, name)); err != nil {
 				t.Fatal(err)
 			}
 			got[name] = true
 			check(name)
-			if out, err := s.Record(t.Context(), gatedDelivery(job, name)); err != nil || out != reservation.Stale {
+			if out, err := s.Record(t.Context(), deliver(job, name)); err != nil || out != reservation.Stale {
 				t.Fatalf("%v: redelivered %s = %s, %v; want stale", order, name, out, err)
 			}
 			check(name + " redelivered")
 		}
 		for _, name := range order {
-			if out, err := s.Record(t.Context(), gatedDelivery(job, name)); err != nil || out != reservation.Stale {
+			if out, err := s.Record(t.Context(), deliver(job, name)); err != nil || out != reservation.Stale {
 				t.Fatalf("%v: %s redelivered at the end = %s, %v; want stale", order, name, out, err)
 			}
 		}
@@ -152,6 +175,12 @@ func TestApprovalGateOutcomes(t *testing.T) {
 	if ids := activeIDs(t, s, "p"); len(ids) != 2 {
 		t.Fatalf("active = %v, want jobs 1 and 2", ids)
 	}
+
+	// A first queued that says the job waits holds it by itself; the waiting
+	// after it changes nothing.
+	record(t, s, hintedDelivery(4, "q1"), reservation.Held)
+	record(t, s, hintedDelivery(4, "w"), reservation.Stale)
+	record(t, s, hintedDelivery(4, "q2"), reservation.Released)
 
 	// Deliveries without an id: a second one is the same delivery again.
 	anonymous := func(name string) reservation.Delivery {

@@ -131,6 +131,10 @@ type Delivery struct {
 	// Created is when GitHub created the job (workflow_job.created_at); zero
 	// when the delivery does not tell, and then its age is not checked.
 	Created time.Time
+	// AwaitsApproval marks a `queued` whose job already waits for its
+	// environment's approval (its workflow_job.status is "waiting"): it holds
+	// the job as a `waiting` does (approval.go).
+	AwaitsApproval bool
 }
 
 // Reservation is a stored job item.
@@ -286,6 +290,10 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 		"#delivery": "deliveryId", "#active": table.ActiveKey,
 	}
 	update += trailUpdate(d, now, names, values)
+	if d.State == Queued && d.AwaitsApproval {
+		names["#wait"], ttlBase = "seenWaiting", now.Add(MaxApprovalWait)
+		update += ", #wait = :seen"
+	}
 	if d.State == Completed {
 		ttlBase = now
 		update += " REMOVE #active"

@@ -224,7 +224,8 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	p, why := h.pools.Route(job.route)
 	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created}
+		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created,
+		AwaitsApproval: state == reservation.Queued && job.status == "waiting"}
 	if p != nil {
 		d.Pool = p.Name
 		d.Amount, d.Duration = p.Trigger()
@@ -360,7 +361,10 @@ func (h *Handler) nudge(ctx context.Context, ev sweepevent.Event) slog.Attr {
 type job struct {
 	id, runID int64
 	action    string
-	route     pool.Job
+	// status is workflow_job.status: "waiting" in a `queued` of a job held
+	// for its environment's approval.
+	status string
+	route  pool.Job
 	// runnerID and runnerName: the runner that took the job (in_progress,
 	// completed; "" and 0 while queued).
 	runnerID   int64
@@ -382,6 +386,7 @@ type payload struct {
 	WorkflowJob *struct {
 		ID         int64    `json:"id"`
 		RunID      int64    `json:"run_id"`
+		Status     string   `json:"status"`
 		Labels     []string `json:"labels"`
 		RunnerID   int64    `json:"runner_id"`
 		RunnerName string   `json:"runner_name"`
@@ -434,7 +439,7 @@ func parseJob(body []byte) (job, error) {
 		org = p.Repository.Owner.Login
 	}
 	return job{
-		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
+		id: wj.ID, runID: wj.RunID, action: p.Action, status: wj.Status, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
 		runAttempt: wj.RunAttempt, conclusion: wj.Conclusion, started: optionalTime(wj.StartedAt), completed: optionalTime(wj.CompletedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
