@@ -27,14 +27,15 @@ import (
 // A `queued` whose workflow_job.status already says "waiting" (GitHub renders
 // the first one so when the job is held at its creation) records the hold
 // itself (Delivery.AwaitsApproval), so the job does not hold a runner for the
-// moment until its `waiting` arrives. A held job holds no runner: Active leaves
-// it out, whatever its expiration time. Every input of the rule only grows (a set of ids, a recorded
-// `waiting`, the forward-only state), so each order of the five deliveries, and
-// any redelivery among them, ends in the same state as the order GitHub sent
-// them in, and no redelivery counts a job twice: `queued` + `queued` before the
-// `waiting` is an approved job that the late `waiting` does not hold; `waiting`
-// first creates the item held, and counts nothing until two `queued` are
-// recorded; `in_progress` or `completed` end the hold whatever is missing.
+// moment until its `waiting` arrives. A held job holds no runner: Active
+// leaves it out, whatever its expiration time. Every input of the rule only
+// grows (a set of ids, a recorded `waiting`, the forward-only state), so each
+// order of the five deliveries, and any redelivery among them, ends in the
+// same state as the order GitHub sent them in, and no redelivery counts a job
+// twice: `queued` + `queued` before the `waiting` is an approved job that the
+// late `waiting` does not hold; `waiting` first creates the item held, and
+// counts nothing until two `queued` are recorded; `in_progress` or `completed`
+// end the hold whatever is missing.
 //
 // The `queued` that releases a job restarts its reservation as a job queued
 // then: effective and expiration times from the release. While held, the item's
@@ -216,7 +217,7 @@ func (s *Store) requeue(ctx context.Context, d Delivery, r Reservation, tooOld b
 		TableName:                 aws.String(s.table),
 		Key:                       table.Key(table.PoolPK(d.Pool), table.JobSK(d.JobID)),
 		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String(asRead(r, names, values)),
+		ConditionExpression:       aws.String(asRead(r, values)),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,
 	})
@@ -233,8 +234,9 @@ func (s *Store) requeue(ctx context.Context, d Delivery, r Reservation, tooOld b
 
 // asRead is the condition that the item is still as r shows it in what requeue
 // decides on: queued, its `waiting` recorded or not, the same distinct
-// `queued` deliveries (ids only grow, so the same number is the same ids).
-func asRead(r Reservation, names map[string]string, values map[string]types.AttributeValue) string {
+// `queued` deliveries (ids only grow, so the same number is the same ids). It
+// names #state, #wait, #qids and :queued, and adds the value it uses.
+func asRead(r Reservation, values map[string]types.AttributeValue) string {
 	cond := "#state = :queued"
 	if r.SeenWaiting != nil {
 		cond += " AND attribute_exists(#wait)"
