@@ -74,21 +74,20 @@ func (s *Store) migrating(ctx context.Context, pool string, now time.Time) (rs [
 // strong consistency: what Active did before the index, and still does during the
 // migration window.
 func partitionQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:              aws.String(tableName),
 		KeyConditionExpression: aws.String("#pk = :pk AND begins_with(#sk, :job)"),
-		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
 		ExpressionAttributeNames: map[string]string{
-			"#pk": table.PartitionKey, "#sk": table.SortKey, "#state": "state", "#exp": "expirationTime",
+			"#pk": table.PartitionKey, "#sk": table.SortKey,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        table.Str(table.PoolPK(pool)),
-			":job":       table.Str(table.JobSKPrefix),
-			":completed": table.Num(int64(Completed)),
-			":now":       table.Millis(now),
+			":pk":  table.Str(table.PoolPK(pool)),
+			":job": table.Str(table.JobSKPrefix),
 		},
 		ConsistentRead: aws.Bool(true),
 	}
+	activeFilter(in, now)
+	return in
 }
 
 // backfill gives an unfinished item written before the index its index attribute.

@@ -8,10 +8,21 @@
 // stricter than ARC v0.22, which removed the oldest reservation on any `completed`
 // and double-counted a redelivered `queued`.
 //
-// A reservation is active while its job is queued or in progress and its expiration
-// time is in the future. Expiry is a backstop for lost `completed` deliveries: an
-// `in_progress` restarts the clock, and the sweeper extends reservations of jobs that
-// still wait because their pool is at maxReplicas (Extend).
+// A job that deploys to an environment with required reviewers gets `queued`,
+// `waiting`, then `queued` again once approved; no payload field orders the two
+// `queued`, their delivery ids (kept by redeliveries) tell them apart. The rule
+// (approval.go) is: a job is held — it holds no runner — while it is queued, a
+// `waiting` was recorded, and fewer than two distinct `queued` deliveries were.
+// Its inputs only grow, so every order of the five deliveries, redeliveries
+// included, ends as GitHub's order does, and the job counts once. A held item
+// lives as long as GitHub lets a job wait for an approval, and the `queued` that
+// releases it restarts its reservation as a job queued then.
+//
+// A reservation is active while its job is queued or in progress (and not held)
+// and its expiration time is in the future. Expiry is a backstop for lost
+// `completed` deliveries: an `in_progress` restarts the clock, and the sweeper
+// extends reservations of jobs that still wait because their pool is at
+// maxReplicas (Extend).
 //
 // A job's item outlives its creation by at least the retention: every write
 // sets its TTL to a retention after a time no earlier than the delivery, and a
@@ -58,14 +69,21 @@ const (
 	Queued     State = 1
 	InProgress State = 2
 	Completed  State = 3
+	// Waiting is the state of a `waiting` delivery only, never a stored one: a
+	// job held for its environment's approval stays Queued, with its hold
+	// recorded (see approval.go). It is numbered after Completed so that the
+	// stored values keep their meaning; in a job's life it comes between Queued
+	// and InProgress.
+	Waiting State = 4
 )
 
-// ParseState maps a workflow_job action to a State; ok is false for other actions
-// (waiting, for example, reserves nothing).
+// ParseState maps a workflow_job action to a State; ok is false for other actions.
 func ParseState(action string) (s State, ok bool) {
 	switch action {
 	case "queued":
 		return Queued, true
+	case "waiting":
+		return Waiting, true
 	case "in_progress":
 		return InProgress, true
 	case "completed":
@@ -82,6 +100,8 @@ func (s State) String() string {
 		return "in_progress"
 	case Completed:
 		return "completed"
+	case Waiting:
+		return "waiting"
 	}
 	return "state(" + strconv.Itoa(int(s)) + ")"
 }
@@ -111,6 +131,10 @@ type Delivery struct {
 	// Created is when GitHub created the job (workflow_job.created_at); zero
 	// when the delivery does not tell, and then its age is not checked.
 	Created time.Time
+	// AwaitsApproval marks a `queued` whose job already waits for its
+	// environment's approval (its workflow_job.status is "waiting"): it holds
+	// the job as a `waiting` does (approval.go).
+	AwaitsApproval bool
 }
 
 // Reservation is a stored job item.
@@ -134,6 +158,14 @@ type Reservation struct {
 	SeenQueued     *Seen `dynamodbav:"seenQueued,omitempty"`
 	SeenInProgress *Seen `dynamodbav:"seenInProgress,omitempty"`
 	SeenCompleted  *Seen `dynamodbav:"seenCompleted,omitempty"`
+	// SeenWaiting is the `waiting` delivery that held the job for an approval,
+	// and SeenApproved the distinct `queued` that released it (see Held).
+	SeenWaiting  *Seen `dynamodbav:"seenWaiting,omitempty"`
+	SeenApproved *Seen `dynamodbav:"seenApproved,omitempty"`
+	// QueuedDeliveries are the ids of the job's distinct `queued` deliveries
+	// (a redelivery keeps its id), written once a second one reaches the item;
+	// until then the first one's id is SeenQueued's.
+	QueuedDeliveries []string `dynamodbav:"queuedDeliveries,stringset,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -148,14 +180,26 @@ const (
 	// Stale means the job was already in this or a later state: nothing changed.
 	Stale
 	// TooOld means a `queued` delivery of a job created more than the retention
-	// ago: nothing was read or written (see the package comment).
+	// ago that releases no held job: nothing was written (see the package comment).
 	TooOld
+	// Held means a `waiting` delivery held the job for its environment's
+	// approval: it counts for no runner until its approval's `queued` (Held).
+	Held
+	// Released means the delivery was the approval's `queued` of a held job: it
+	// counts again, as a job queued now.
+	Released
 )
 
-// String is "applied", or "stale" for both outcomes that changed nothing.
+// String is "applied", "held", "released", or "stale" for both outcomes that
+// changed nothing.
 func (o Outcome) String() string {
-	if o == Applied {
+	switch o {
+	case Applied:
 		return "applied"
+	case Held:
+		return "held"
+	case Released:
+		return "released"
 	}
 	return "stale"
 }
@@ -198,20 +242,33 @@ func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Stor
 }
 
 // Record applies d if it moves the job's state forward. The effective time is set
-// when the item is created (the first delivery seen) and never changed; the
-// expiration time is restarted by every applied delivery. The same write puts the
-// item in the active index (queued, in_progress) or takes it out (completed), so
-// the index follows the state under the same condition, and so do the runner
-// that took the job (when d names one) and the delivery's place in the job's
-// trail (Trail): a stale delivery changes none of them. A `queued` of a job
-// created more than the retention ago is TooOld, with nothing written. Errors
-// are DynamoDB failures after the SDK's retries; the caller should report them
-// so GitHub can redeliver.
+// when the item is created (the first delivery seen) and changed only by the
+// release of a held job; the expiration time is restarted by every delivery
+// that moves the state forward, and by a release. The same write puts the item in the active index
+// (queued, in_progress) or takes it out (completed), so the index follows the
+// state under the same condition, and so do the runner that took the job (when
+// d names one) and the delivery's place in the job's trail (Trail): a stale
+// delivery changes none of them. A `queued` of a job created more than the
+// retention ago is TooOld, with nothing written, unless it releases a held job.
+// Errors are DynamoDB failures after the SDK's retries; the caller should report
+// them so GitHub can redeliver.
+//
+// A `waiting` holds the job, and a later distinct `queued` releases it
+// (approval.go).
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
-	now := s.clock.Now()
-	if s.tooOld(d.State, d.Created, now) {
-		return TooOld, nil
+	switch d.State {
+	case Waiting:
+		return s.hold(ctx, d)
+	case Queued:
+		return s.recordQueued(ctx, d)
 	}
+	return s.recordForward(ctx, d)
+}
+
+// recordForward is the conditional write that creates the job's item or moves
+// its state forward.
+func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) {
+	now := s.clock.Now()
 	expiration := now.Add(d.Duration)
 	ttlBase := expiration
 	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
@@ -233,6 +290,10 @@ func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
 		"#delivery": "deliveryId", "#active": table.ActiveKey,
 	}
 	update += trailUpdate(d, now, names, values)
+	if d.State == Queued && d.AwaitsApproval {
+		names["#wait"], ttlBase = "seenWaiting", now.Add(MaxApprovalWait)
+		update += ", #wait = :seen"
+	}
 	if d.State == Completed {
 		ttlBase = now
 		update += " REMOVE #active"
@@ -295,7 +356,7 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() {
+		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() {
 			rs = append(rs, r)
 		}
 	}
@@ -303,22 +364,34 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 }
 
 // indexQuery reads the pool's entries in the active index; the filter drops jobs
-// whose reservation expired (lost `completed`) and completed items that kept the
-// attribute because an older webhook recorded their completion.
+// whose reservation expired (lost `completed`), completed items that kept the
+// attribute because an older webhook recorded their completion, and held jobs.
 func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
-	return &dynamodb.QueryInput{
+	in := &dynamodb.QueryInput{
 		TableName:              aws.String(tableName),
 		IndexName:              aws.String(table.ActiveIndex),
 		KeyConditionExpression: aws.String("#active = :pk"),
-		FilterExpression:       aws.String("#state < :completed AND #exp > :now"),
 		ExpressionAttributeNames: map[string]string{
-			"#active": table.ActiveKey, "#state": "state", "#exp": "expirationTime",
+			"#active": table.ActiveKey,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk":        table.Str(table.PoolPK(pool)),
-			":completed": table.Num(int64(Completed)),
-			":now":       table.Millis(now),
+			":pk": table.Str(table.PoolPK(pool)),
 		},
+	}
+	activeFilter(in, now)
+	return in
+}
+
+// activeFilter sets in's filter to the reservations that hold capacity at now:
+// unfinished, not expired, not held for an approval (Held).
+func activeFilter(in *dynamodb.QueryInput, now time.Time) {
+	in.FilterExpression = aws.String("#state < :completed AND #exp > :now AND NOT (" + heldCondition + ")")
+	for k, v := range map[string]string{"#state": "state", "#exp": "expirationTime", "#wait": "seenWaiting", "#qids": "queuedDeliveries"} {
+		in.ExpressionAttributeNames[k] = v
+	}
+	for k, v := range map[string]types.AttributeValue{":completed": table.Num(int64(Completed)), ":now": table.Millis(now),
+		":queued": table.Num(int64(Queued)), ":releasedAt": table.Num(releasedAt)} {
+		in.ExpressionAttributeValues[k] = v
 	}
 }
 

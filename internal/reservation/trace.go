@@ -33,14 +33,22 @@ func seenAttribute(state State) string {
 	return "seenCompleted"
 }
 
-// Trail lists the deliveries that moved the job forward, in state order. A state
-// the job skipped (its delivery lost, or overtaken by a later one) is missing.
+// Trail lists the deliveries that moved the job forward, in state order: the
+// first `queued`, for a job held for an approval its `waiting` and the `queued`
+// that released it, then `in_progress` and `completed`. A state the job skipped
+// (its delivery lost, or overtaken by a later one) is missing.
 func (r Reservation) Trail() []Seen {
 	var out []Seen
+	if r.SeenQueued != nil {
+		seen := *r.SeenQueued
+		seen.State = Queued
+		out = append(out, seen)
+	}
+	out = append(out, r.approvalTrail()...)
 	for _, s := range []struct {
 		state State
 		seen  *Seen
-	}{{Queued, r.SeenQueued}, {InProgress, r.SeenInProgress}, {Completed, r.SeenCompleted}} {
+	}{{InProgress, r.SeenInProgress}, {Completed, r.SeenCompleted}} {
 		if s.seen != nil {
 			seen := *s.seen
 			seen.State = s.state

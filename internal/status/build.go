@@ -26,7 +26,7 @@ func Build(now time.Time, pools []Input, unrouted []Job) Report {
 
 func buildPool(now time.Time, in Input) Pool {
 	p := Pool{Name: in.Pool, MinReplicas: in.MinReplicas, MaxReplicas: in.MaxReplicas, LastSweep: in.Sweep,
-		Runners: markBusy(in.Runners, in.Jobs), Queued: []Job{}, InProgress: []Job{}}
+		Runners: markBusy(in.Runners, in.Jobs), Queued: []Job{}, InProgress: []Job{}, WaitingForApproval: []Job{}}
 	if in.Sweep != nil {
 		p.Desired = in.Sweep.Desired
 	}
@@ -43,14 +43,16 @@ func buildPool(now time.Time, in Input) Pool {
 	}
 	reserved := 0
 	for _, j := range in.Jobs {
-		if j.Expires.After(now) {
+		if j.Expires.After(now) && j.HeldSince.IsZero() {
 			reserved += j.Amount
 		}
 	}
 	p.Saturated = reserved > in.MaxReplicas
 	for _, j := range in.Jobs {
 		j.AgeSeconds = age(now, j.FirstSeen)
-		if j.State == "queued" {
+		if !j.HeldSince.IsZero() {
+			p.WaitingForApproval = append(p.WaitingForApproval, held(now, j))
+		} else if j.State == "queued" {
 			j.Waiting = whyWaiting(now, p, reserved, j)
 			p.Queued = append(p.Queued, j)
 		} else {
@@ -58,6 +60,9 @@ func buildPool(now time.Time, in Input) Pool {
 		}
 	}
 	sort.SliceStable(p.Queued, func(a, b int) bool { return p.Queued[a].FirstSeen.Before(p.Queued[b].FirstSeen) })
+	sort.SliceStable(p.WaitingForApproval, func(a, b int) bool {
+		return p.WaitingForApproval[a].HeldSince.Before(p.WaitingForApproval[b].HeldSince)
+	})
 	return p
 }
 
@@ -206,7 +211,7 @@ func short(d time.Duration) string {
 // job but is gone.
 func NewTrace(now time.Time, job Job, runners []Runner) Trace {
 	job.AgeSeconds = age(now, job.FirstSeen)
-	t := Trace{Job: job, Active: job.State != "completed" && job.Expires.After(now)}
+	t := Trace{Job: job, Active: job.State != "completed" && job.Expires.After(now) && job.HeldSince.IsZero()}
 	if job.RunnerName == "" {
 		return t
 	}

@@ -38,6 +38,9 @@ type Job struct {
 	AgeSeconds float64 `json:"ageSeconds"`
 	// Waiting says why a queued job has no runner yet (set by Build).
 	Waiting string `json:"waiting,omitempty"`
+	// HeldSince is when a `waiting` held the job for its environment's
+	// approval: it holds no runner until the approval's `queued` (zero: not held).
+	HeldSince time.Time `json:"heldForApprovalSince,omitzero"`
 	// RunnerID and RunnerName: the runner that took it (from in_progress or completed).
 	RunnerID   int64  `json:"runnerId,omitempty"`
 	RunnerName string `json:"runnerName,omitempty"`
@@ -112,8 +115,11 @@ type Pool struct {
 	// Saturated: the active reservations ask for more than maxReplicas.
 	Saturated bool `json:"saturated"`
 	// Queued are the jobs waiting for a runner, oldest first, each with why.
-	Queued     []Job `json:"queued"`
-	InProgress []Job `json:"inProgress"`
+	Queued []Job `json:"queued"`
+	// WaitingForApproval are the jobs held for their environment's approval,
+	// longest held first; they hold no runner and are not in Queued.
+	WaitingForApproval []Job `json:"waitingForApproval"`
+	InProgress         []Job `json:"inProgress"`
 	// QueueWait is how long the jobs that started lately waited for a runner.
 	QueueWait QueueWait `json:"queueWait"`
 	// LastSweep is nil when the pool was never swept.

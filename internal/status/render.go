@@ -95,10 +95,12 @@ func RenderReport(w io.Writer, r Report) error {
 		return err
 	}
 	t := newTable(w)
-	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "WAIT 1H P50/P95", "MAX", "SATURATED", "LAST SWEEP")
+	t.row("POOL", "DESIRED", "RUNNING", "PENDING", "STOPPING", "QUEUED", "OLDEST", "WAIT 1H P50/P95", "MAX", "SATURATED",
+		"APPROVAL", "LAST SWEEP")
 	for _, p := range r.Pools {
 		t.row(p.Name, itoa(p.Desired), itoa(p.Running), itoa(p.Pending), itoa(p.Stopping), itoa(len(p.Queued)),
-			oldest(p.Queued), waitCell(p.QueueWait), itoa(p.MaxReplicas), yes(p.Saturated), sweepCell(r.At, p.LastSweep))
+			oldest(p.Queued), waitCell(p.QueueWait), itoa(p.MaxReplicas), yes(p.Saturated), approvalCell(p.WaitingForApproval),
+			sweepCell(r.At, p.LastSweep))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -116,6 +118,7 @@ func RenderReport(w io.Writer, r Report) error {
 		}
 	}
 	section(t, w, "QUEUED JOBS", []string{"POOL", "JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
+	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows(r.Pools))
 	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
 	var unrouted, errs [][]string
 	for _, j := range r.Unrouted {
@@ -230,6 +233,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	if p.RunnerVersion != nil {
 		t.line("runner version: %s", versionLine(p.RunnerVersion))
 	}
+	t.line("waiting for approval: %s", approvalCell(p.WaitingForApproval))
 	if p.LastSweep != nil && p.LastSweep.Reason != "" {
 		t.line("decision: %s", p.LastSweep.Reason)
 	}
@@ -252,6 +256,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	}
 	section(t, w, "RUNNERS", []string{"NAME", "PHASE", "GITHUB ID", "BUSY", "JOB", "AGE", "REASON"}, runners)
 	section(t, w, "QUEUED JOBS", []string{"JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
+	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows([]Pool{p}))
 	section(t, w, "JOBS IN PROGRESS", []string{"JOB", "REPOSITORY", "AGE", "RUNNER"}, progress)
 	section(t, w, "RECENT SWEEP ERRORS", []string{"WHEN", "ERROR"}, errs)
 	return t.err
@@ -296,6 +301,9 @@ func reservationCell(at time.Time, tr Trace) string {
 		return "none: no pool matched, nothing is reserved"
 	case j.State == "completed":
 		return "released (job completed)"
+	case !j.HeldSince.IsZero():
+		return fmt.Sprintf("none: waiting for its environment's approval since %s (%s); the approval's queued reserves a runner",
+			j.HeldSince.Format(time.RFC3339), short(at.Sub(j.HeldSince)))
 	case tr.Active:
 		return fmt.Sprintf("holds %d runner(s), expires in %s (extended %d times)", j.Amount, short(j.Expires.Sub(at)), j.Extensions)
 	}

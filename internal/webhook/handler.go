@@ -7,8 +7,8 @@
 // HMAC-SHA256 `sha256=` signature in X-Hub-Signature-256 counts), 400 for a body
 // that is too large, not JSON, or a job without id or labels or with a created_at
 // that is not a time, 200 for ping, 202 for events and jobs that reserve nothing
-// (other events, `waiting`, no matching pool), 200 once a reservation write is
-// durable, 200 "stale" with nothing written for a `queued` of a job created more
+// (other events, no matching pool), 200 once a reservation write is durable
+// (a `waiting` holds its job for an approval: see package reservation), 200 "stale" with nothing written for a `queued` of a job created more
 // than reservation.DefaultRetention ago that does not deploy to an environment (a
 // late redelivery or a replay: see package reservation), and 503 when DynamoDB fails
 // after the SDK's retries, so that GitHub records a failed delivery the user can
@@ -224,7 +224,8 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	p, why := h.pools.Route(job.route)
 	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created}
+		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created,
+		AwaitsApproval: state == reservation.Queued && job.status == "waiting"}
 	if p != nil {
 		d.Pool = p.Name
 		d.Amount, d.Duration = p.Trigger()
@@ -245,7 +246,9 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	if p == nil {
 		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
-		attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		if state != reservation.Waiting {
+			attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+		}
 		if ev, ok := nudgeFor(nil, linked, state, job); ok {
 			attrs = append(attrs, h.nudge(ctx, ev))
 		}
@@ -265,9 +268,10 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if state == reservation.InProgress && outcome == reservation.Applied {
 		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
 	}
-	if ev, ok := nudgeFor(p, linked, state, job); ok && outcome == reservation.Applied {
+	if ev, ok := nudgeFor(p, linked, state, job); ok && (outcome == reservation.Applied || outcome == reservation.Released) {
 		attrs = append(attrs, h.nudge(ctx, ev))
 	}
+	h.countApproval(ctx, p.Name, outcome)
 	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
 }
 
@@ -357,7 +361,10 @@ func (h *Handler) nudge(ctx context.Context, ev sweepevent.Event) slog.Attr {
 type job struct {
 	id, runID int64
 	action    string
-	route     pool.Job
+	// status is workflow_job.status: "waiting" in a `queued` of a job held
+	// for its environment's approval.
+	status string
+	route  pool.Job
 	// runnerID and runnerName: the runner that took the job (in_progress,
 	// completed; "" and 0 while queued).
 	runnerID   int64
@@ -379,6 +386,7 @@ type payload struct {
 	WorkflowJob *struct {
 		ID         int64    `json:"id"`
 		RunID      int64    `json:"run_id"`
+		Status     string   `json:"status"`
 		Labels     []string `json:"labels"`
 		RunnerID   int64    `json:"runner_id"`
 		RunnerName string   `json:"runner_name"`
@@ -431,7 +439,7 @@ func parseJob(body []byte) (job, error) {
 		org = p.Repository.Owner.Login
 	}
 	return job{
-		id: wj.ID, runID: wj.RunID, action: p.Action, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
+		id: wj.ID, runID: wj.RunID, action: p.Action, status: wj.Status, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
 		runAttempt: wj.RunAttempt, conclusion: wj.Conclusion, started: optionalTime(wj.StartedAt), completed: optionalTime(wj.CompletedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
 			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},

@@ -275,11 +275,11 @@ func TestDeliveries(t *testing.T) {
 		{"no matching pool", func() map[string]string { return headersFor("workflow_job", unmatched) }, unmatched, 202, "no matching pool", 0, 0},
 		{"waiting", func() map[string]string {
 			return headersFor("workflow_job", fixture(t, "workflow_job/waiting.payload.json"))
-		}, fixture(t, "workflow_job/waiting.payload.json"), 202, "action waiting reserves nothing", 0, 0},
+		}, fixture(t, "workflow_job/waiting.payload.json"), 200, "waiting job 12877621891: held for pool elastic", 0, 0},
 		{"queued", func() map[string]string { return headersFor("workflow_job", queued) }, queued, 200, "queued job 289782451: applied for pool octo", 1, 1},
 		{"queued behind a deployment", func() map[string]string {
 			return headersFor("workflow_job", fixture(t, "workflow_job/queued.with-deployment.payload.json"))
-		}, fixture(t, "workflow_job/queued.with-deployment.payload.json"), 200, "applied for pool elastic", 1, 1},
+		}, fixture(t, "workflow_job/queued.with-deployment.payload.json"), 200, "queued job 12877621891: held for pool elastic", 0, 0},
 		{"in_progress", func() map[string]string {
 			return headersFor("workflow_job", fixture(t, "workflow_job/in_progress.payload.json"))
 		}, fixture(t, "workflow_job/in_progress.payload.json"), 200, "in_progress job 289782451: applied for pool octo", 1, 0},

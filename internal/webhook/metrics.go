@@ -7,12 +7,15 @@ import (
 	"strings"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
 )
 
 // Delivery outcomes: the Outcome dimension of the Deliveries metric.
 const (
 	OutcomeApplied      = "applied"      // the delivery moved its job forward
 	OutcomeStale        = "stale"        // duplicate or overtaken: nothing changed
+	OutcomeHeld         = "held"         // a `waiting` held its job for an approval: it holds no runner
+	OutcomeReleased     = "released"     // the approval's `queued` of a held job: it counts again
 	OutcomeNoPool       = "no-pool"      // a workflow_job no pool matches
 	OutcomeIgnored      = "ignored"      // ping, other events, actions that reserve nothing
 	OutcomeUnauthorized = "unauthorized" // 401: missing or wrong signature
@@ -59,5 +62,25 @@ func (h *Handler) count(ctx context.Context, resp Response, attrs []slog.Attr) {
 		Metrics: []emf.Metric{{Name: "Deliveries", Unit: emf.Count, Value: 1}, {Name: "NudgeFailures", Unit: emf.Count, Value: failed}}})
 	if err != nil {
 		h.log.WarnContext(ctx, "cannot write the delivery's metrics", "error", err)
+	}
+}
+
+// countApproval writes, for a delivery that held a job for its environment's
+// approval or released one, the pool's JobsHeldForApproval or
+// JobsReleasedByApproval (1); other outcomes write nothing.
+func (h *Handler) countApproval(ctx context.Context, pool string, outcome reservation.Outcome) {
+	var name string
+	switch outcome {
+	case reservation.Held:
+		name = "JobsHeldForApproval"
+	case reservation.Released:
+		name = "JobsReleasedByApproval"
+	default:
+		return
+	}
+	err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Pool": pool},
+		Metrics: []emf.Metric{{Name: name, Unit: emf.Count, Value: 1}}})
+	if err != nil {
+		h.log.WarnContext(ctx, "cannot write the approval's metric", "error", err)
 	}
 }

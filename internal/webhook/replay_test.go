@@ -63,7 +63,12 @@ func TestQueuedOfAGatedJobIsNotAgeChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := fixture(t, "workflow_job/queued.with-deployment.payload.json")
+	// The queued of the approved job: its status says queued, not waiting.
+	body := []byte(strings.Replace(string(fixture(t, "workflow_job/queued.with-deployment.payload.json")),
+		`"status": "waiting"`, `"status": "queued"`, 1))
+	if !strings.Contains(string(body), `"status": "queued"`) {
+		t.Fatal("fixture edit did not apply")
+	}
 	created := time.Date(2023, 4, 19, 21, 12, 12, 0, time.UTC) // its workflow_job.created_at
 	e := newEnvAt(t, cfg, secret, clocktesting.NewFakePassiveClock(created.Add(20*24*time.Hour)))
 	resp := e.handler.Serve(t.Context(), headersFor("workflow_job", body), body)

@@ -63,13 +63,16 @@ type Job struct {
 	// re-run); RerunOf is the job of the previous attempt it re-runs (0: none).
 	RunAttempt int
 	RerunOf    int64
-	State      JobState
-	Conclusion JobConclusion // set once completed
-	RunnerID   int64
-	RunnerName string
-	QueuedAt   time.Time
-	StartedAt  time.Time
-	EndedAt    time.Time
+	// Environment is the environment the job deploys to, whose approval it
+	// waited for ("": none; see QueueJobForApproval).
+	Environment string
+	State       JobState
+	Conclusion  JobConclusion // set once completed
+	RunnerID    int64
+	RunnerName  string
+	QueuedAt    time.Time
+	StartedAt   time.Time
+	EndedAt     time.Time
 	// Output is what the job's Script wrote (stdout and stderr, as the runner
 	// reported it, at most MaxJobOutput bytes), and ExitCode its exit code.
 	Output   string

@@ -150,6 +150,9 @@ func (s *Server) workflowJobPayload(j Job) map[string]any {
 	if j.Enterprise != "" {
 		payload["enterprise"] = enterpriseJSON(j.Enterprise, j.QueuedAt)
 	}
+	if j.Environment != "" {
+		payload["deployment"] = deploymentJSON(j, accountJSON("sim-actor", "User"))
+	}
 	return payload
 }
 

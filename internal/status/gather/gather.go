@@ -232,6 +232,9 @@ func toJob(r reservation.Reservation) status.Job {
 	j := status.Job{ID: r.JobID, RunID: r.RunID, Pool: r.Pool, Repository: r.Repository, State: r.State.String(),
 		Amount: r.Amount, FirstSeen: r.EffectiveTime, Expires: r.ExpirationTime, RunnerID: r.RunnerID,
 		RunnerName: r.RunnerName, Extensions: r.Extensions}
+	if r.Held() {
+		j.HeldSince = r.SeenWaiting.At()
+	}
 	for _, s := range r.Trail() {
 		j.Deliveries = append(j.Deliveries, status.Delivery{State: s.State.String(), ID: s.DeliveryID, At: s.At()})
 	}
