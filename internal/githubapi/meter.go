@@ -46,8 +46,10 @@ type Stats struct {
 	// carried X-RateLimit-* headers said; RateKnown is false until one did.
 	RateRemaining int
 	RateKnown     bool
-	// RateLimit is the primary limit of the window RateRemaining is of.
+	// RateLimit is the primary limit of the window RateRemaining is of, and
+	// RateReset when that window ends.
 	RateLimit int
+	RateReset time.Time
 	// Deferred counts calls not sent because the identity was near its
 	// primary limit and the call can wait (see ErrDeferred).
 	Deferred int
@@ -72,6 +74,7 @@ func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Co
 	if resp != nil && resp.Rate.Limit > 0 {
 		m.mu.Lock()
 		m.stats.RateRemaining, m.stats.RateKnown, m.stats.RateLimit = resp.Rate.Remaining, true, resp.Rate.Limit
+		m.stats.RateReset = resp.Rate.Reset.Time
 		m.mu.Unlock()
 	}
 	if err != nil {
@@ -99,7 +102,8 @@ func Deferrable(op Op) bool {
 	return false
 }
 
-// deferral refuses a deferrable call while the identity is near its limit.
+// deferral refuses a deferrable call while the identity is near its limit, in
+// the window the latest answer described.
 func (m *meter) deferral(op Op) error {
 	if !Deferrable(op) {
 		return nil
@@ -107,8 +111,9 @@ func (m *meter) deferral(op Op) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.stats
-	if !st.RateKnown || st.RateLimit <= 0 || st.RateRemaining*100 >= st.RateLimit*ReservePercent {
-		return nil
+	if !st.RateKnown || st.RateLimit <= 0 || st.RateRemaining*100 >= st.RateLimit*ReservePercent ||
+		!m.clock.Now().Before(st.RateReset) {
+		return nil // a window that has ended says nothing of the next
 	}
 	m.stats.Deferred++
 	return &DeferredError{Op: op, Remaining: st.RateRemaining, Limit: st.RateLimit}
