@@ -43,6 +43,11 @@ func (g *noGitHub) Runners(context.Context, scope.Scope) ([]githubapi.Runner, er
 	return nil, errNoGitHub
 }
 
+func (g *noGitHub) Runner(context.Context, scope.Scope, int64) (githubapi.Runner, error) {
+	g.calls.Add(1)
+	return githubapi.Runner{}, errNoGitHub
+}
+
 func (g *noGitHub) RemoveRunner(context.Context, scope.Scope, int64) error {
 	g.calls.Add(1)
 	return errNoGitHub

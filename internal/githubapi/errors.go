@@ -33,7 +33,24 @@ var (
 	ErrServer = errors.New("github: server error")
 	// ErrRateLimited matches every *RateLimitError.
 	ErrRateLimited = errors.New("github: rate limited")
+	// ErrDeferred matches every *DeferredError.
+	ErrDeferred = errors.New("github: deferred near the rate limit")
 )
+
+// DeferredError: a call that can wait was not sent, the identity being near
+// its primary limit (ReservePercent).
+type DeferredError struct {
+	Op               Op
+	Remaining, Limit int
+}
+
+func (e *DeferredError) Error() string {
+	return fmt.Sprintf("%s deferred: %d of %d GitHub requests left this hour, kept for JIT configs and runner removals",
+		e.Op, e.Remaining, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrDeferred) match.
+func (e *DeferredError) Is(target error) bool { return target == ErrDeferred }
 
 // Op names a GitHub operation in an *APIError.
 type Op string
@@ -43,6 +60,7 @@ const (
 	OpRegistrationToken  Op = "create registration token"
 	OpJITConfig          Op = "generate JIT config"
 	OpListRunners        Op = "list runners"
+	OpGetRunner          Op = "get runner"
 	OpRemoveRunner       Op = "remove runner"
 	OpListRunnerGroups   Op = "list runner groups"
 	OpInstallationToken  Op = "create installation token"

@@ -46,6 +46,13 @@ type Stats struct {
 	// carried X-RateLimit-* headers said; RateKnown is false until one did.
 	RateRemaining int
 	RateKnown     bool
+	// RateLimit is the primary limit of the window RateRemaining is of, and
+	// RateReset when that window ends.
+	RateLimit int
+	RateReset time.Time
+	// Deferred counts calls not sent because the identity was near its
+	// primary limit and the call can wait (see ErrDeferred).
+	Deferred int
 }
 
 func (m *meter) snapshot() Stats {
@@ -60,16 +67,56 @@ func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Co
 	if err := m.gate(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if err := m.deferral(op); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	resp, err := do(ctx)
 	if resp != nil && resp.Rate.Limit > 0 {
 		m.mu.Lock()
-		m.stats.RateRemaining, m.stats.RateKnown = resp.Rate.Remaining, true
+		m.stats.RateRemaining, m.stats.RateKnown, m.stats.RateLimit = resp.Rate.Remaining, true, resp.Rate.Limit
+		m.stats.RateReset = resp.Rate.Reset.Time
 		m.mu.Unlock()
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, m.classify(op, resp, err))
 	}
 	return nil
+}
+
+// ReservePercent: below this share of its primary limit left, an identity
+// sends only the calls that move jobs — JIT configs, registration tokens,
+// runner removals and reads of one runner, re-runs — and defers those that can
+// wait (Deferrable).
+const ReservePercent = 10
+
+// Deferrable reports whether calls of op wait while the identity is near its
+// primary limit: full runner lists (registrations are recorded, and orphans
+// cleaned up, a sweep later; a runner about to be removed is read alone,
+// Client.Runner), webhook delivery logs (the schedule looks for lost
+// deliveries again) and the runner release check.
+func Deferrable(op Op) bool {
+	switch op {
+	case OpListRunners, OpListHookDeliveries, OpLatestRelease:
+		return true
+	}
+	return false
+}
+
+// deferral refuses a deferrable call while the identity is near its limit, in
+// the window the latest answer described.
+func (m *meter) deferral(op Op) error {
+	if !Deferrable(op) {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.stats
+	if !st.RateKnown || st.RateLimit <= 0 || st.RateRemaining*100 >= st.RateLimit*ReservePercent ||
+		!m.clock.Now().Before(st.RateReset) {
+		return nil // a window that has ended says nothing of the next
+	}
+	m.stats.Deferred++
+	return &DeferredError{Op: op, Remaining: st.RateRemaining, Limit: st.RateLimit}
 }
 
 // gate refuses to call while the identity is rate limited.

@@ -161,6 +161,16 @@ func (r *Router) Runners(ctx context.Context, s scope.Scope) ([]Runner, error) {
 	return list, r.settle(s, err)
 }
 
+// Runner is Client.Runner through the scope's credentials.
+func (r *Router) Runner(ctx context.Context, s scope.Scope, id int64) (Runner, error) {
+	c, err := r.client(ctx, s)
+	if err != nil {
+		return Runner{}, err
+	}
+	gr, err := c.Runner(ctx, s, id)
+	return gr, r.settle(s, err)
+}
+
 // RemoveRunner is Client.RemoveRunner through the scope's credentials.
 func (r *Router) RemoveRunner(ctx context.Context, s scope.Scope, id int64) error {
 	c, err := r.client(ctx, s)

@@ -131,14 +131,49 @@ func (c *Client) runnersPage(ctx context.Context, s scope.Scope, page int) (Cach
 	}
 	p := CachedPage{ETag: resp.Header.Get("ETag"), NextPage: resp.NextPage}
 	for _, r := range list.Runners {
-		labels := make([]string, len(r.Labels))
-		for i, l := range r.Labels {
-			labels[i] = l.GetName()
-		}
-		p.Runners = append(p.Runners, Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy(), Labels: labels})
+		p.Runners = append(p.Runners, fromGitHub(r))
 	}
 	if p.ETag != "" {
 		c.cache.StorePage(key, page, p)
 	}
 	return p, nil
+}
+
+// Runner is one runner of the scope, read alone: one request whatever the
+// size of the scope's list (Runners reads every page), so that a sweep near
+// the rate limit, whose lists are deferred, can still check a runner before
+// removing it. ErrNotFound when the scope has no runner with the id.
+//
+// GET /repos/{owner}/{repo}/actions/runners/{runner_id},
+// GET /orgs/{org}/actions/runners/{runner_id} or
+// GET /enterprises/{enterprise}/actions/runners/{runner_id}.
+func (c *Client) Runner(ctx context.Context, s scope.Scope, id int64) (Runner, error) {
+	es, err := escaped(s)
+	if err != nil {
+		return Runner{}, fmt.Errorf("reading runner %d: %w", id, err)
+	}
+	var r *github.Runner
+	err = c.meter.call(ctx, OpGetRunner, fmt.Sprintf("reading runner %d of %s", id, s), func(ctx context.Context) (resp *github.Response, err error) {
+		switch es.Kind() {
+		case scope.Enterprise:
+			r, resp, err = c.gh.Enterprise.GetRunner(ctx, es.Enterprise, id)
+		case scope.Organization:
+			r, resp, err = c.gh.Actions.GetOrganizationRunner(ctx, es.Organization, id)
+		default:
+			r, resp, err = c.gh.Actions.GetRunner(ctx, es.Owner(), es.Repo(), id)
+		}
+		return resp, err
+	})
+	if err != nil {
+		return Runner{}, err
+	}
+	return fromGitHub(r), nil
+}
+
+func fromGitHub(r *github.Runner) Runner {
+	labels := make([]string, len(r.Labels))
+	for i, l := range r.Labels {
+		labels[i] = l.GetName()
+	}
+	return Runner{ID: r.GetID(), Name: r.GetName(), Status: r.GetStatus(), Busy: r.GetBusy(), Labels: labels}
 }

@@ -48,6 +48,9 @@ type Status struct {
 	Stuck map[string]string `dynamodbav:"stuck,omitempty"`
 	// Extended counts the reservations of waiting jobs the last sweep extended.
 	Extended int `dynamodbav:"extended,omitempty"`
+	// Deferred says what the last sweep did not ask GitHub, its installation
+	// being near the rate limit ("" when nothing was deferred).
+	Deferred string `dynamodbav:"deferred,omitempty"`
 	// Failed: the last sweep's reconcile failed. Errors keeps the latest failures
 	// (see RecordOutcome).
 	Failed bool         `dynamodbav:"failed,omitempty"`

@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +17,7 @@ import (
 // GitHub is what the reconciler needs of GitHub (githubapi.Client).
 type GitHub interface {
 	Runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error)
+	Runner(ctx context.Context, s scope.Scope, id int64) (githubapi.Runner, error)
 	RemoveRunner(ctx context.Context, s scope.Scope, id int64) error
 	JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (githubapi.JITConfig, error)
 	RegistrationToken(ctx context.Context, s scope.Scope) (githubapi.RegistrationToken, error)
@@ -48,6 +51,8 @@ type github struct {
 	done   bool
 	// requests counts what the sweep sent to GitHub.
 	requests atomic.Int64
+	// deferred counts runners read alone because the list was deferred.
+	deferred atomic.Int64
 }
 
 // counting returns ctx counting in g every request sent to GitHub with it:
@@ -84,6 +89,19 @@ func (g *github) readLocked(ctx context.Context, s scope.Scope, notBefore time.T
 		g.list, g.at, g.err = g.shared.get(ctx, g.api, s, notBefore)
 	}
 	g.done = true
+}
+
+// deferral says why the sweep's list was not read, when GitHub's rate limit
+// deferred it ("" otherwise), and how many runners were read alone instead.
+func (g *github) deferral() string {
+	g.mu.Lock()
+	err := g.err
+	g.mu.Unlock()
+	var d *githubapi.DeferredError
+	if !errors.As(err, &d) {
+		return ""
+	}
+	return fmt.Sprintf("%s; runners read alone before removal: %d; registrations and cleanup wait", d, g.deferred.Load())
 }
 
 // readAt is when the list this sweep has was read (zero before one is).
@@ -126,8 +144,20 @@ func (g *github) byName(ctx context.Context, s scope.Scope, name string) (github
 	return g.find(ctx, s, func(r githubapi.Runner) bool { return r.Name == name })
 }
 
+// byID finds runner id (see find). When the list is deferred (the
+// installation is near its rate limit: githubapi.ErrDeferred), the runner is
+// read alone, which is as fresh as a list read by this sweep.
 func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (githubapi.Runner, bool, error) {
-	return g.find(ctx, s, func(r githubapi.Runner) bool { return r.ID == id })
+	gr, found, err := g.find(ctx, s, func(r githubapi.Runner) bool { return r.ID == id })
+	if !errors.Is(err, githubapi.ErrDeferred) {
+		return gr, found, err
+	}
+	g.deferred.Add(1)
+	gr, err = g.api.Runner(ctx, s, id)
+	if errors.Is(err, githubapi.ErrNotFound) {
+		return githubapi.Runner{}, false, nil
+	}
+	return gr, err == nil, err
 }
 
 // listed looks the runner up in the scope's list, shared or not, for a caller

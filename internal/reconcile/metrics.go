@@ -52,7 +52,8 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		ms = append(ms, emf.Metric{Name: "RemovalsVetoedBy" + signal, Unit: emf.Count, Value: float64(s.vetoed[signal])})
 	}
 	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.disagreements)},
-		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.forbidden)})
+		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.forbidden)},
+		emf.Metric{Name: "GitHubListsDeferred", Unit: emf.None, Value: flag(s.gh.deferral() != "")})
 	if len(s.windows) > 0 {
 		values := make([]float64, len(s.windows))
 		for i, d := range s.windows {

@@ -239,6 +239,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 	}
 	st.Phases = phases(s.runners)
 	st.Stuck = s.stuck
+	st.Deferred = s.gh.deferral()
 	r.emit(s, r.clock.Since(start))
 	return errors.Join(errs...)
 }

@@ -65,8 +65,10 @@ type Sweep struct {
 	Reason   string    `json:"reason"`
 	Extended int       `json:"extended,omitempty"`
 	// Stuck: why runners that are not running were held up, by runner.
-	Stuck  map[string]string `json:"stuck,omitempty"`
-	Errors []SweepError      `json:"recentErrors,omitempty"`
+	Stuck map[string]string `json:"stuck,omitempty"`
+	// Deferred: what the sweep did not ask GitHub near the rate limit.
+	Deferred string       `json:"deferred,omitempty"`
+	Errors   []SweepError `json:"recentErrors,omitempty"`
 }
 
 // SweepError is one recent failed sweep.

@@ -237,6 +237,9 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	if p.LastSweep != nil && p.LastSweep.Reason != "" {
 		t.line("decision: %s", p.LastSweep.Reason)
 	}
+	if p.LastSweep != nil && p.LastSweep.Deferred != "" {
+		t.line("deferred: %s", p.LastSweep.Deferred)
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -60,3 +60,24 @@ func TestRenderStripsControlCharacters(t *testing.T) {
 		t.Fatalf("output has the printable rest %q %d times, want it wherever the string was shown:\n%s", clean, n, text)
 	}
 }
+
+// TestRenderPoolSaysWhatWasDeferred: a pool whose last sweep deferred GitHub
+// calls near the rate limit says so, and one whose sweep deferred nothing
+// has no such line.
+func TestRenderPoolSaysWhatWasDeferred(t *testing.T) {
+	t.Parallel()
+	const why = "list runners deferred: 312 of 5000 GitHub requests left this hour"
+	for _, deferred := range []string{why, ""} {
+		var out bytes.Buffer
+		p := status.Pool{Name: "p", LastSweep: &status.Sweep{At: now, Deferred: deferred}}
+		if err := status.RenderPool(&out, now, p); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "deferred: "+why); got != (deferred != "") {
+			t.Errorf("deferred %q: output has the line %v:\n%s", deferred, got, out.String())
+		}
+		if deferred == "" && strings.Contains(out.String(), "deferred:") {
+			t.Errorf("no deferral: output has a deferred line:\n%s", out.String())
+		}
+	}
+}

@@ -20,6 +20,7 @@ func (s *Server) routes() {
 		s.handle("POST "+prefix+"/actions/runners/registration-token", s.authed(s.registrationToken))
 		s.handle("POST "+prefix+"/actions/runners/generate-jitconfig", s.authed(s.generateJIT))
 		s.handle("GET "+prefix+"/actions/runners", s.listRunners)
+		s.handle("GET "+prefix+"/actions/runners/{runner_id}", s.authed(s.getRunner))
 		s.handle("DELETE "+prefix+"/actions/runners/{runner_id}", s.authed(s.removeRunner))
 	}
 	for _, prefix := range []string{"/orgs/{org}", "/enterprises/{enterprise}"} {
@@ -169,6 +170,30 @@ func (s *Server) listRunners(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(body)
+}
+
+// getRunner: GET .../actions/runners/{runner_id}: the runner as the list shows
+// it (its REST busy flag may lie the same way, see BusyLie), or 404 when the
+// scope has no runner with that id.
+func (s *Server) getRunner(w http.ResponseWriter, r *http.Request) {
+	id, _ := strconv.ParseInt(r.PathValue("runner_id"), 10, 64)
+	sc := scopeOf(r)
+	s.mu.Lock()
+	s.expireSessionsLocked()
+	x, ok := s.runners[id]
+	if !ok || x.Scope.String() != sc.String() {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	shown := *x
+	shown.Busy = s.restBusyLocked(x)
+	if x.Busy && !shown.Busy {
+		s.liesTold++
+	}
+	body := runnerJSON(&shown)
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, body)
 }
 
 func linkBase(r *http.Request) string { return "http://" + r.Host + r.URL.Path }

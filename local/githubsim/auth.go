@@ -32,6 +32,16 @@ func (s *Server) ExhaustRateLimit() {
 	s.exhaustedUntil = s.opts.Clock.Now().Add(time.Hour).Truncate(time.Second)
 }
 
+// LeaveRateLimit spends the primary window of every identity that has made a
+// request down to left requests (the next answers say so).
+func (s *Server) LeaveRateLimit(left int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.rate {
+		w.used = max(0, s.opts.RateLimit-left)
+	}
+}
+
 // InjectStatus makes the next n authenticated API calls fail with status (e.g. 502).
 func (s *Server) InjectStatus(status, n int) {
 	s.mu.Lock()
