@@ -25,6 +25,10 @@ func ended(code int32, reason string, at time.Time) corev1.ContainerState {
 
 var running = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(deathT0)}}
 
+// backOff is a container the kubelet waits to restart: its last state is its
+// latest end.
+var backOff = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+
 // restarted sets how often the kubelet restarted pod's runner container.
 func restarted(pod *corev1.Pod, n int32) *corev1.Pod {
 	pod.Status.ContainerStatuses[0].RestartCount = n
@@ -41,8 +45,9 @@ func repeat(at time.Time) corev1.ContainerState {
 
 // What a pod shows of its runner's death: an OOM kill or a non-zero exit (for an
 // ephemeral runner, exactly while the kubelet still shows its first container's
-// end, and bounded by the pod's start once only restarted containers repeating
-// the run's outcome show); a deletion while the runner ran, over the grace
+// end, and bounded by the pod's start when only restarted containers repeating
+// the run's outcome show — in back-off after one restart, the kubelet's last
+// state is the repeat's); a deletion while the runner ran, over the grace
 // period; nothing for a runner that exited 0 (whatever a restarted container
 // shows after), one still running, or a pod deleted after its runner had ended.
 func TestDeathFromPod(t *testing.T) {
@@ -70,6 +75,11 @@ func TestDeathFromPod(t *testing.T) {
 		{"ephemeral killed, not restarted yet", runnerPod(ended(137, "Error", at), none), true, "Error (exit code 137)", at, at, true, false},
 		{"ephemeral killed, restarted once, its repeat ended", restarted(runnerPod(repeat(at.Add(10*time.Second)), ended(137, "Error", at)), 1), true,
 			"Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, in back-off before its first restart", runnerPod(backOff, ended(137, "Error", at)), true, "Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, restarted once, its repeat running", restarted(runnerPod(running, ended(137, "Error", at)), 1), true,
+			"Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, restarted once, its repeat in back-off", restarted(runnerPod(backOff, repeat(at.Add(10*time.Second))), 1), true,
+			"runner died: its container was killed", deathT0, at.Add(10 * time.Second), true, true},
 		{"ephemeral killed, restarted twice", restarted(runnerPod(repeat(at.Add(time.Minute)), repeat(at.Add(50*time.Second))), 2), true,
 			"runner died: its container was killed", deathT0, at.Add(time.Minute), true, true},
 		{"ephemeral runner exited with an error", runnerPod(ended(1, "Error", at), none), true, "Error (exit code 1)", at, at, false, false},

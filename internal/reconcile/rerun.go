@@ -142,10 +142,10 @@ func deaths(pod *corev1.Pod, ephemeral bool) []rerun.Death {
 // containerDeath is the runner container's death pod shows, if any. A
 // persistent runner's is the end the kubelet shows (From = To). An ephemeral
 // runner runs once, in its pod's first container: while the kubelet still shows
-// that container's end (it has been restarted at most once), that end decides,
-// exactly; after, only restarted containers show, which repeat the run's
-// outcome later (see runner/entrypoint.sh), so the death is bounded by the pod's
-// start and their end (Repeated).
+// that container's end, that end decides, exactly; otherwise only restarted
+// containers show, which repeat the run's outcome later (see
+// runner/entrypoint.sh), so the death is bounded by the pod's start and their
+// end (Repeated).
 func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool) (rerun.Death, bool) {
 	if cs == nil {
 		return rerun.Death{}, false
@@ -154,10 +154,9 @@ func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool)
 	ends := []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated}
 	repeated := false
 	if ephemeral {
-		switch first := firstRun(cs); {
-		case first != nil:
+		if first := firstRun(cs); first != nil {
 			ends = []*corev1.ContainerStateTerminated{first}
-		case cs.RestartCount > 0:
+		} else {
 			repeated = true
 		}
 	}
@@ -181,17 +180,32 @@ func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool)
 }
 
 // firstRun is the end of the pod's first runner container while the kubelet
-// still shows it: its current state before any restart, its last state after
-// one (nil otherwise).
+// still shows it (nil otherwise). The kubelet shows the container's current
+// state and the end before it — or, while it waits to restart the container,
+// its latest end — and counts the restarts it made; a restarted container that
+// repeats the run names the death it repeats in its termination message
+// (repeatMessage).
 func firstRun(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
-	switch cs.RestartCount {
-	case 0:
-		return cs.State.Terminated
-	case 1:
-		return cs.LastTerminationState.Terminated
+	var t *corev1.ContainerStateTerminated
+	waiting := cs.State.Waiting != nil
+	switch {
+	case cs.RestartCount == 0 && waiting:
+		t = cs.LastTerminationState.Terminated
+	case cs.RestartCount == 0:
+		t = cs.State.Terminated
+	case cs.RestartCount == 1 && !waiting:
+		t = cs.LastTerminationState.Terminated
 	}
-	return nil
+	if t != nil && strings.HasPrefix(strings.TrimSpace(t.Message), repeatMessage) {
+		return nil
+	}
+	return t
 }
+
+// repeatMessage begins the termination message of a restarted ephemeral
+// container that repeats its run's non-zero outcome (runner/entrypoint.sh,
+// exit_again).
+const repeatMessage = "runner died:"
 
 // endedBefore: the runner container is not running and its last run ended
 // before t (the kubelet's times have a second's precision).
