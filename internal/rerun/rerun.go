@@ -123,11 +123,11 @@ func (d Death) during(started, completed time.Time, conclusion string) bool {
 		// runner killed at the end of the grace period is a container death).
 		return d.From().Before(completed) && conclusion == "cancelled"
 	case d.Killed:
-		// A killed runner reports nothing: GitHub ends the job it ran only
-		// after it stopped hearing from it, later than the kill. A job whose
-		// completion is not later than the kill (to the second) was reported
-		// by its live runner before the kill: it failed by itself.
-		return d.From().Before(completed)
+		// A killed runner reports nothing: GitHub ends the job it ran after the
+		// kill (once it stopped hearing from the runner, or at once when the
+		// sweeper removes the dead runner). A kill after the job's completion
+		// (to the second) came after its live runner reported the job.
+		return !d.From().After(completed)
 	}
 	// A runner that ends otherwise (on SIGTERM, or with an error) may report
 	// its job a moment before its container ends.
@@ -168,8 +168,8 @@ type Verdict struct {
 // Decide says whether the job of c died with its runner: a death of c's runner
 // whose time overlaps the job's run is a re-run — unless another job started on
 // the runner after c's job and before the death (a persistent runner that took
-// its next job at once: the death is that job's), or the runner was killed no
-// earlier than the job's completion (the runner reported the job before); none,
+// its next job at once: the death is that job's), or the runner was killed
+// after the job's completion (the runner reported the job before); none,
 // once Settle has passed since the job completed, means the job failed by
 // itself. starts are when the runner's jobs started, as their `in_progress`
 // deliveries were recorded.

@@ -55,7 +55,9 @@ func TestDecide(t *testing.T) {
 		{"exited with an error a moment after GitHub's completion", []rerun.Death{exited(c.Runner, completed.Add(2*time.Second))}, nil, later, rerun.Rerun},
 		{"exited with an error well after the job", []rerun.Death{exited(c.Runner, completed.Add(10*time.Second))}, nil, later, rerun.NotRerun},
 		{"killed a second before GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(-time.Second), completed.Add(-time.Second))}, nil, later, rerun.Rerun},
-		{"killed in the second of GitHub's completion", []rerun.Death{death(c.Runner, completed, completed)}, nil, later, rerun.NotRerun},
+		{"killed in the second of GitHub's completion (the sweeper removed the dead runner at once)", []rerun.Death{death(c.Runner, completed, completed)},
+			nil, later, rerun.Rerun},
+		{"killed a second after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(time.Second), completed.Add(time.Second))}, nil, later, rerun.NotRerun},
 		{"killed a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, nil, later, rerun.NotRerun},
 		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, nil, later, rerun.NotRerun},
 		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, nil, later, rerun.NotRerun},
@@ -108,12 +110,14 @@ func TestDecideDeletion(t *testing.T) {
 // of the next job is known): the kill, seconds after the first job's completion
 // (GitHub's times and the kubelet's have a second's precision), is the next
 // job's alone. The first job is left failed; the next one, which GitHub fails
-// once it stops hearing from the runner, is re-run.
+// once it stops hearing from the runner, is re-run. (A kill within the second
+// of the first job's completion cannot be told from one just before it: that
+// job is re-run too.)
 func TestDecideKillAfterAJobThatFailedByItself(t *testing.T) {
 	failed := candidate(t0, t0) // ran within the second
 	next := candidate(t0.Add(time.Second), t0.Add(20*time.Second))
 	next.JobID = 8
-	for _, after := range []time.Duration{0, time.Second, 3 * time.Second} {
+	for _, after := range []time.Duration{time.Second, 3 * time.Second} {
 		kill := death(failed.Runner, t0.Add(after), t0.Add(after))
 		now := failed.Completed().Add(rerun.Settle)
 		if v := rerun.Decide(failed, []rerun.Death{kill}, nil, now); v.Outcome != rerun.NotRerun {
