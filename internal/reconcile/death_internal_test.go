@@ -25,11 +25,31 @@ func ended(code int32, reason string, at time.Time) corev1.ContainerState {
 
 var running = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(deathT0)}}
 
+// backOff is a container the kubelet waits to restart: its last state is its
+// latest end.
+var backOff = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+
+// restarted sets how often the kubelet restarted pod's runner container.
+func restarted(pod *corev1.Pod, n int32) *corev1.Pod {
+	pod.Status.ContainerStatuses[0].RestartCount = n
+	return pod
+}
+
+// repeat is the end of a restarted ephemeral container repeating its run's
+// kill (runner/entrypoint.sh, exit_again).
+func repeat(at time.Time) corev1.ContainerState {
+	s := ended(137, "Error", at)
+	s.Terminated.Message = "runner died: its container was killed before its runner exited\n"
+	return s
+}
+
 // What a pod shows of its runner's death: an OOM kill or a non-zero exit (for an
-// ephemeral runner, bounded by the pod's start, since a restarted container
-// repeats the run's outcome later); a deletion while the runner ran, over the
-// grace period; nothing for a runner that exited 0, one still running, or a
-// pod deleted after its runner had ended.
+// ephemeral runner, exactly while the kubelet still shows its first container's
+// end, and bounded by the pod's start when only restarted containers repeating
+// the run's outcome show — in back-off after one restart, the kubelet's last
+// state is the repeat's); a deletion while the runner ran, over the grace
+// period; nothing for a runner that exited 0 (whatever a restarted container
+// shows after), one still running, or a pod deleted after its runner had ended.
 func TestDeathFromPod(t *testing.T) {
 	at := deathT0.Add(time.Minute)
 	deleting := func(p *corev1.Pod, reason string) *corev1.Pod {
@@ -41,28 +61,42 @@ func TestDeathFromPod(t *testing.T) {
 		}
 		return p
 	}
+	none := corev1.ContainerState{}
 	cases := []struct {
-		name      string
-		pod       *corev1.Pod
-		ephemeral bool
-		cause     string // "": no death
-		from, to  time.Time
+		name             string
+		pod              *corev1.Pod
+		ephemeral        bool
+		cause            string // "": no death
+		from, to         time.Time
+		killed, repeated bool
 	}{
-		{"persistent OOM kill, restarted", runnerPod(running, ended(137, "OOMKilled", at)), false, "OOMKilled (exit code 137)", at, at},
-		{"ephemeral killed, restarted twice", runnerPod(ended(137, "Error", at.Add(time.Minute)), ended(137, "Error", at.Add(50*time.Second))), true,
-			"Error (exit code 137)", deathT0, at.Add(time.Minute)},
-		{"runner exited 0", runnerPod(ended(0, "Completed", at), corev1.ContainerState{}), true, "", time.Time{}, time.Time{}},
-		{"running", runnerPod(running, corev1.ContainerState{}), false, "", time.Time{}, time.Time{}},
-		{"evicted while running", deleting(runnerPod(running, corev1.ContainerState{}), "EvictionByEvictionAPI"), true,
-			"pod deleted: EvictionByEvictionAPI", at, at.Add(30 * time.Second)},
-		{"deleted by hand while running", deleting(runnerPod(running, corev1.ContainerState{}), ""), false, "pod deleted", at, at.Add(30 * time.Second)},
-		{"deleted after its runner exited", deleting(runnerPod(ended(0, "Completed", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
-			"", time.Time{}, time.Time{}},
-		{"deleted after its runner was OOM-killed", deleting(runnerPod(ended(137, "OOMKilled", deathT0.Add(time.Second)), corev1.ContainerState{}), ""), true,
-			"OOMKilled (exit code 137)", deathT0, deathT0.Add(time.Second)},
-		{"no pod", nil, true, "", time.Time{}, time.Time{}},
-		{"deleted, its runner stopped on SIGTERM", deleting(runnerPod(ended(143, "Error", at.Add(5*time.Second)), corev1.ContainerState{}), ""), false,
-			"pod deleted", at, at.Add(30 * time.Second)},
+		{"persistent OOM kill, restarted", restarted(runnerPod(running, ended(137, "OOMKilled", at)), 1), false, "OOMKilled (exit code 137)", at, at, true, false},
+		{"persistent runner exited with an error", runnerPod(ended(1, "Error", at), none), false, "Error (exit code 1)", at, at, false, false},
+		{"ephemeral killed, not restarted yet", runnerPod(ended(137, "Error", at), none), true, "Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, restarted once, its repeat ended", restarted(runnerPod(repeat(at.Add(10*time.Second)), ended(137, "Error", at)), 1), true,
+			"Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, in back-off before its first restart", runnerPod(backOff, ended(137, "Error", at)), true, "Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, restarted once, its repeat running", restarted(runnerPod(running, ended(137, "Error", at)), 1), true,
+			"Error (exit code 137)", at, at, true, false},
+		{"ephemeral killed, restarted once, its repeat in back-off", restarted(runnerPod(backOff, repeat(at.Add(10*time.Second))), 1), true,
+			"runner died: its container was killed", deathT0, at.Add(10 * time.Second), true, true},
+		{"ephemeral killed, restarted twice", restarted(runnerPod(repeat(at.Add(time.Minute)), repeat(at.Add(50*time.Second))), 2), true,
+			"runner died: its container was killed", deathT0, at.Add(time.Minute), true, true},
+		{"ephemeral runner exited with an error", runnerPod(ended(1, "Error", at), none), true, "Error (exit code 1)", at, at, false, false},
+		{"runner exited 0", runnerPod(ended(0, "Completed", at), none), true, "", time.Time{}, time.Time{}, false, false},
+		{"ephemeral exited 0, restarted once, its repeat OOM-killed", restarted(runnerPod(ended(137, "OOMKilled", at.Add(time.Second)), ended(0, "Completed", at)), 1), true,
+			"", time.Time{}, time.Time{}, false, false},
+		{"running", runnerPod(running, none), false, "", time.Time{}, time.Time{}, false, false},
+		{"evicted while running", deleting(runnerPod(running, none), "EvictionByEvictionAPI"), true,
+			"pod deleted: EvictionByEvictionAPI", at, at.Add(30 * time.Second), false, false},
+		{"deleted by hand while running", deleting(runnerPod(running, none), ""), false, "pod deleted", at, at.Add(30 * time.Second), false, false},
+		{"deleted after its runner exited", deleting(runnerPod(ended(0, "Completed", deathT0.Add(time.Second)), none), ""), true,
+			"", time.Time{}, time.Time{}, false, false},
+		{"deleted after its runner was OOM-killed", deleting(runnerPod(ended(137, "OOMKilled", deathT0.Add(time.Second)), none), ""), true,
+			"OOMKilled (exit code 137)", deathT0.Add(time.Second), deathT0.Add(time.Second), true, false},
+		{"no pod", nil, true, "", time.Time{}, time.Time{}, false, false},
+		{"deleted, its runner stopped on SIGTERM", deleting(runnerPod(ended(143, "Error", at.Add(5*time.Second)), none), ""), false,
+			"pod deleted", at, at.Add(30 * time.Second), false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,8 +109,9 @@ func TestDeathFromPod(t *testing.T) {
 			}
 			d := ds[0]
 			if !strings.Contains(d.Cause, tc.cause) || !d.From().Equal(tc.from) || !d.To().Equal(tc.to) || d.Runner != "p-abcde-0" ||
-				d.Deleted != strings.HasPrefix(tc.cause, "pod deleted") {
-				t.Fatalf("death = %+v (from %s to %s), want %q from %s to %s", d, d.From(), d.To(), tc.cause, tc.from, tc.to)
+				d.Deleted != strings.HasPrefix(tc.cause, "pod deleted") || d.Killed != tc.killed || d.Repeated != tc.repeated {
+				t.Fatalf("death = %+v (from %s to %s), want %q from %s to %s, killed %v, repeated %v", d, d.From(), d.To(), tc.cause, tc.from, tc.to,
+					tc.killed, tc.repeated)
 			}
 		})
 	}
@@ -90,7 +125,7 @@ func TestDeathsOfAPodKilledAtTheEndOfItsGrace(t *testing.T) {
 	end, grace := metav1.NewTime(at.Add(30*time.Second)), int64(30)
 	pod.DeletionTimestamp, pod.DeletionGracePeriodSeconds = &end, &grace
 	ds := deaths(pod, false)
-	if len(ds) != 2 || !ds[0].Deleted || ds[1].Deleted || !strings.Contains(ds[1].Cause, "exit code 137") || !ds[1].To().Equal(at.Add(30*time.Second)) {
+	if len(ds) != 2 || !ds[0].Deleted || ds[1].Deleted || !ds[1].Killed || !strings.Contains(ds[1].Cause, "exit code 137") || !ds[1].To().Equal(at.Add(30*time.Second)) {
 		t.Fatalf("deaths = %+v, want the deletion and the container killed at its end", ds)
 	}
 }

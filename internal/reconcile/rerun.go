@@ -115,10 +115,7 @@ func (r *Reconciler) noteDeaths(ctx context.Context, s *sweep, pod *corev1.Pod) 
 // (Deleted; From: when it was asked, To: the end of its grace period), and its
 // runner container's end with an OOM kill or a non-zero exit code — but 143,
 // the entrypoint's own end on SIGTERM, in a pod being deleted (the deletion is
-// the death then). An ephemeral runner runs once, in its pod's first container
-// (a restarted one repeats the run's outcome, see runner/entrypoint.sh), so
-// its container's death is bounded by the pod's start and the end the kubelet
-// shows; a persistent runner's is that end.
+// the death then).
 func deaths(pod *corev1.Pod, ephemeral bool) []rerun.Death {
 	if pod == nil {
 		return nil
@@ -136,25 +133,79 @@ func deaths(pod *corev1.Pod, ephemeral bool) []rerun.Death {
 			out = append(out, rerun.Death{Runner: pod.Name, Cause: deletionCause(pod), FromMillis: from.UnixMilli(), ToMillis: end.UnixMilli(), Deleted: true})
 		}
 	}
-	if cs == nil {
-		return out
+	if d, ok := containerDeath(pod, cs, ephemeral); ok {
+		out = append(out, d)
 	}
-	for _, t := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-		if t == nil || (t.ExitCode == 0 && t.Reason != "OOMKilled") || (deleting && t.ExitCode == 143) {
+	return out
+}
+
+// containerDeath is the runner container's death pod shows, if any. A
+// persistent runner's is the end the kubelet shows (From = To). An ephemeral
+// runner runs once, in its pod's first container: while the kubelet still shows
+// that container's end, that end decides, exactly; otherwise only restarted
+// containers show, which repeat the run's outcome later (see
+// runner/entrypoint.sh), so the death is bounded by the pod's start and their
+// end (Repeated).
+func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool) (rerun.Death, bool) {
+	if cs == nil {
+		return rerun.Death{}, false
+	}
+	deleting := pod.DeletionTimestamp != nil
+	ends := []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated}
+	repeated := false
+	if ephemeral {
+		if first := firstRun(cs); first != nil {
+			ends = []*corev1.ContainerStateTerminated{first}
+		} else {
+			repeated = true
+		}
+	}
+	for _, t := range ends {
+		killed := t != nil && (t.Reason == "OOMKilled" || t.ExitCode == 137)
+		if t == nil || (t.ExitCode == 0 && !killed) || (deleting && t.ExitCode == 143) {
 			continue
 		}
 		cause := fmt.Sprintf("runner container %s (exit code %d)", t.Reason, t.ExitCode)
 		if msg := strings.TrimSpace(t.Message); msg != "" {
 			cause += ": " + firstLine(msg)
 		}
-		from := t.FinishedAt.Time
-		if ephemeral && pod.Status.StartTime != nil {
-			from = pod.Status.StartTime.Time
+		d := rerun.Death{Runner: pod.Name, Cause: cause, FromMillis: t.FinishedAt.UnixMilli(), ToMillis: t.FinishedAt.UnixMilli(),
+			Killed: killed, Repeated: repeated}
+		if repeated && pod.Status.StartTime != nil {
+			d.FromMillis = pod.Status.StartTime.UnixMilli()
 		}
-		return append(out, rerun.Death{Runner: pod.Name, Cause: cause, FromMillis: from.UnixMilli(), ToMillis: t.FinishedAt.UnixMilli()})
+		return d, true
 	}
-	return out
+	return rerun.Death{}, false
 }
+
+// firstRun is the end of the pod's first runner container while the kubelet
+// still shows it (nil otherwise). The kubelet shows the container's current
+// state and the end before it — or, while it waits to restart the container,
+// its latest end — and counts the restarts it made; a restarted container that
+// repeats the run names the death it repeats in its termination message
+// (repeatMessage).
+func firstRun(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	var t *corev1.ContainerStateTerminated
+	waiting := cs.State.Waiting != nil
+	switch {
+	case cs.RestartCount == 0 && waiting:
+		t = cs.LastTerminationState.Terminated
+	case cs.RestartCount == 0:
+		t = cs.State.Terminated
+	case cs.RestartCount == 1 && !waiting:
+		t = cs.LastTerminationState.Terminated
+	}
+	if t != nil && strings.HasPrefix(strings.TrimSpace(t.Message), repeatMessage) {
+		return nil
+	}
+	return t
+}
+
+// repeatMessage begins the termination message of a restarted ephemeral
+// container that repeats its run's non-zero outcome (runner/entrypoint.sh,
+// exit_again).
+const repeatMessage = "runner died:"
 
 // endedBefore: the runner container is not running and its last run ended
 // before t (the kubelet's times have a second's precision).

@@ -145,11 +145,14 @@ func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 	return e
 }
 
-// oomKilled plays the kubelet reporting the runner container OOM-killed now.
+// oomKilled plays the kubelet reporting the runner container OOM-killed 10 s
+// before the job's failure (GitHub fails the job of a runner it stopped hearing
+// from, after the kill).
 func (e *rerunEnv) oomKilled() {
 	e.t.Helper()
+	at := e.store.get(e.job.ID).Completed().Add(-10 * time.Second)
 	e.setRunnerStatus(strings.TrimSuffix(e.runner, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
-		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(e.clock.Now())}}})
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(at)}}})
 }
 
 func (e *rerunEnv) rerunCalls() int {
@@ -196,6 +199,35 @@ func TestJobThatFailedByItselfIsNotRerun(t *testing.T) {
 	_ = e.sweep(1, e.clock.Now())
 	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending {
 		t.Fatalf("decided %+v within the settling time", c)
+	}
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(1, e.clock.Now())
+	if c := e.store.get(e.job.ID); c.Outcome != rerun.NotRerun || c.Cause != "" {
+		t.Fatalf("decision %+v: want not re-run, no death", c)
+	}
+	if n := e.rerunCalls(); n != 0 {
+		t.Fatalf("%d re-run calls", n)
+	}
+}
+
+// An ephemeral runner killed a moment after it reported a job that failed by
+// itself did not kill that job: the sweep sees the kill as the kubelet shows
+// the pod's first container's end (the container restarted once, its repeat of
+// the kill ended too), and the job is left failed once the settling time is
+// over.
+func TestKillAfterAJobThatFailedByItselfIsNotRerun(t *testing.T) {
+	e := newRerunEnv(t)
+	completed := e.store.get(e.job.ID).Completed()
+	killed := completed.Add(time.Second)
+	repeat := corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: metav1.NewTime(killed.Add(time.Second)),
+		Message: "runner died: its container was killed before its runner exited"}
+	e.clock.Step(2 * time.Second)
+	e.setRunnerStatus(strings.TrimSuffix(e.runner, "-0"), corev1.ContainerStatus{RestartCount: 1,
+		State:                corev1.ContainerState{Terminated: &repeat},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: metav1.NewTime(killed)}}})
+	_ = e.sweep(1, e.clock.Now())
+	if ds, _ := e.store.Deaths(t.Context(), e.runner); len(ds) != 1 || !ds[0].From().Equal(killed) || !ds[0].Killed {
+		t.Fatalf("deaths recorded %+v: want the kill at %s", ds, killed)
 	}
 	e.clock.Step(rerun.Settle)
 	_ = e.sweep(1, e.clock.Now())

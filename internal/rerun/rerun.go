@@ -97,6 +97,12 @@ type Death struct {
 	// Deleted: the pod was deleted while its runner ran; From is when the
 	// deletion was asked.
 	Deleted bool `dynamodbav:"deleted"`
+	// Killed: the container was killed (an OOM kill, or SIGKILL: exit code
+	// 137), so its runner reported nothing of its job after it.
+	Killed bool `dynamodbav:"killed"`
+	// Repeated: an ephemeral runner's death known only from a restarted
+	// container that repeats its run's outcome; From is the pod's start.
+	Repeated bool `dynamodbav:"repeated"`
 }
 
 // during reports whether d could have killed a job that ran from started to
@@ -110,12 +116,21 @@ func (d Death) during(started, completed time.Time, conclusion string) bool {
 	if d.To().Before(started.Add(-earlyMargin)) {
 		return false
 	}
-	if d.Deleted {
+	switch {
+	case d.Deleted:
 		// The entrypoint lets a job finish within the pod's grace period and
 		// cancels it after: a deletion kills a job it ends as cancelled (a
 		// runner killed at the end of the grace period is a container death).
 		return d.From().Before(completed) && conclusion == "cancelled"
+	case d.Killed:
+		// A killed runner reports nothing: GitHub ends the job it ran after the
+		// kill (once it stopped hearing from the runner, or at once when the
+		// sweeper removes the dead runner). A kill after the job's completion
+		// (to the second) came after its live runner reported the job.
+		return !d.From().After(completed)
 	}
+	// A runner that ends otherwise (on SIGTERM, or with an error) may report
+	// its job a moment before its container ends.
 	return !d.From().After(completed.Add(lateMargin))
 }
 
@@ -127,8 +142,8 @@ func (d Death) To() time.Time   { return millis(d.ToMillis) }
 func (d Death) Key() string { return fmt.Sprintf("%d", d.FromMillis) }
 
 // Window margins: the timestamps GitHub sends and those the kubelet reports have
-// a second's precision, and a dying runner's job is reported a moment after its
-// container ended.
+// a second's precision, and a runner that stops on SIGTERM or exits with an
+// error may report its job a moment before its container ends.
 const (
 	earlyMargin = 2 * time.Second
 	lateMargin  = 5 * time.Second
@@ -153,9 +168,11 @@ type Verdict struct {
 // Decide says whether the job of c died with its runner: a death of c's runner
 // whose time overlaps the job's run is a re-run — unless another job started on
 // the runner after c's job and before the death (a persistent runner that took
-// its next job at once: the death is that job's); none, once Settle has passed
-// since the job completed, means the job failed by itself. starts are when the
-// runner's jobs started, as their `in_progress` deliveries were recorded.
+// its next job at once: the death is that job's), or the runner was killed
+// after the job's completion (the runner reported the job before); none,
+// once Settle has passed since the job completed, means the job failed by
+// itself. starts are when the runner's jobs started, as their `in_progress`
+// deliveries were recorded.
 func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verdict {
 	started, completed := c.Started(), c.Completed()
 	if completed.IsZero() {
@@ -164,8 +181,12 @@ func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verd
 	if started.IsZero() {
 		started = completed
 	}
+	exact := endSeen(deaths, c.Runner)
 	for _, d := range deaths {
-		if d.Runner == c.Runner && d.during(started, completed, c.Conclusion) && !startedBetween(starts, started, d.From()) {
+		if d.Runner != c.Runner || (d.Repeated && exact) {
+			continue
+		}
+		if d.during(started, completed, c.Conclusion) && !startedBetween(starts, started, d.From()) {
 			return Verdict{Outcome: Rerun, Cause: d.Cause}
 		}
 	}
@@ -173,6 +194,19 @@ func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verd
 		return Verdict{}
 	}
 	return Verdict{Outcome: NotRerun, Reason: "its runner did not die under it: the job failed by itself"}
+}
+
+// endSeen: the end of runner's container was seen as it happened (a death
+// neither Repeated nor Deleted). An ephemeral runner runs once, so that end is
+// its run's, and the wider bound of a restarted container repeating it adds
+// nothing.
+func endSeen(deaths []Death, runner string) bool {
+	for _, d := range deaths {
+		if d.Runner == runner && !d.Repeated && !d.Deleted {
+			return true
+		}
+	}
+	return false
 }
 
 // startedBetween: a job started on the runner after this job's start (a second

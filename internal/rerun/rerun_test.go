@@ -15,8 +15,16 @@ func candidate(started, completed time.Time) rerun.Candidate {
 		StartedMillis: started.UnixMilli(), CompletedMillis: completed.UnixMilli(), RecordedMillis: completed.UnixMilli()}
 }
 
+// death is runner's container OOM-killed.
 func death(runner string, from, to time.Time) rerun.Death {
-	return rerun.Death{Runner: runner, Cause: "runner container OOMKilled (exit code 137)", FromMillis: from.UnixMilli(), ToMillis: to.UnixMilli()}
+	return rerun.Death{Runner: runner, Cause: "runner container OOMKilled (exit code 137)", FromMillis: from.UnixMilli(), ToMillis: to.UnixMilli(),
+		Killed: true}
+}
+
+// exited is runner's container ended with an error: its runner may have
+// reported its job first.
+func exited(runner string, at time.Time) rerun.Death {
+	return rerun.Death{Runner: runner, Cause: "runner container Error (exit code 1)", FromMillis: at.UnixMilli(), ToMillis: at.UnixMilli()}
 }
 
 func deleted(runner string, from, to time.Time) rerun.Death {
@@ -44,11 +52,17 @@ func TestDecide(t *testing.T) {
 		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, nil, completed, rerun.Rerun},
 		{"pod deleted over the job's end, job failed by itself", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, nil, later, rerun.NotRerun},
 		{"pod deleted after the job ended", []rerun.Death{deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second))}, nil, later, rerun.NotRerun},
-		{"died a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, nil, later, rerun.Rerun},
+		{"exited with an error a moment after GitHub's completion", []rerun.Death{exited(c.Runner, completed.Add(2*time.Second))}, nil, later, rerun.Rerun},
+		{"exited with an error well after the job", []rerun.Death{exited(c.Runner, completed.Add(10*time.Second))}, nil, later, rerun.NotRerun},
+		{"killed a second before GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(-time.Second), completed.Add(-time.Second))}, nil, later, rerun.Rerun},
+		{"killed in the second of GitHub's completion (the sweeper removed the dead runner at once)", []rerun.Death{death(c.Runner, completed, completed)},
+			nil, later, rerun.Rerun},
+		{"killed a second after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(time.Second), completed.Add(time.Second))}, nil, later, rerun.NotRerun},
+		{"killed a moment after GitHub's completion", []rerun.Death{death(c.Runner, completed.Add(2*time.Second), completed.Add(2*time.Second))}, nil, later, rerun.NotRerun},
 		{"died before the job", []rerun.Death{death(c.Runner, t0.Add(-time.Hour), t0.Add(-time.Hour))}, nil, later, rerun.NotRerun},
 		{"died after the job", []rerun.Death{death(c.Runner, completed.Add(time.Minute), completed.Add(time.Minute))}, nil, later, rerun.NotRerun},
 		{"another runner died", []rerun.Death{death("p-zzzzz-0", t0.Add(time.Second), t0.Add(time.Second))}, nil, later, rerun.NotRerun},
-		{"its next job started before the death", []rerun.Death{death(c.Runner, completed.Add(3*time.Second), completed.Add(3*time.Second))},
+		{"its next job started before the death", []rerun.Death{exited(c.Runner, completed.Add(3*time.Second))},
 			[]time.Time{completed.Add(time.Second)}, later, rerun.NotRerun},
 		{"a job that started before it", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))},
 			[]time.Time{t0.Add(-time.Minute)}, completed, rerun.Rerun},
@@ -88,6 +102,54 @@ func TestDecideDeletion(t *testing.T) {
 		if v := rerun.Decide(c, []rerun.Death{tc.d}, nil, later); v.Outcome != tc.want {
 			t.Errorf("%s: Decide = %+v, want %q", tc.name, v, tc.want)
 		}
+	}
+}
+
+// A persistent runner reports a job that fails by itself, takes its next job
+// at once and is killed under it, its `in_progress` delivery lost (so no start
+// of the next job is known): the kill, seconds after the first job's completion
+// (GitHub's times and the kubelet's have a second's precision), is the next
+// job's alone. The first job is left failed; the next one, which GitHub fails
+// once it stops hearing from the runner, is re-run. (A kill within the second
+// of the first job's completion cannot be told from one just before it: that
+// job is re-run too.)
+func TestDecideKillAfterAJobThatFailedByItself(t *testing.T) {
+	failed := candidate(t0, t0) // ran within the second
+	next := candidate(t0.Add(time.Second), t0.Add(20*time.Second))
+	next.JobID = 8
+	for _, after := range []time.Duration{time.Second, 3 * time.Second} {
+		kill := death(failed.Runner, t0.Add(after), t0.Add(after))
+		now := failed.Completed().Add(rerun.Settle)
+		if v := rerun.Decide(failed, []rerun.Death{kill}, nil, now); v.Outcome != rerun.NotRerun {
+			t.Errorf("killed %s after the job that failed by itself: Decide = %+v, want not re-run", after, v)
+		}
+		if v := rerun.Decide(next, []rerun.Death{kill}, []time.Time{t0}, next.Completed()); v.Outcome != rerun.Rerun {
+			t.Errorf("killed %s after the first job's end, under the next one: Decide = %+v, want a re-run", after, v)
+		}
+	}
+}
+
+// An ephemeral runner runs once. Its container killed a moment after it
+// reported a job that failed by itself is no death of that job, though the
+// restarted container that repeats the kill later bounds it only by the pod's
+// start: the end seen as it happened decides. Without it, the repeat's bound
+// is all there is, and the job is re-run.
+func TestDecideEphemeralEndSeenBeatsItsRepeat(t *testing.T) {
+	podStart := t0.Add(-10 * time.Second)
+	c := candidate(t0, t0.Add(time.Second))
+	kill := death(c.Runner, c.Completed().Add(time.Second), c.Completed().Add(time.Second))
+	repeat := death(c.Runner, podStart, c.Completed().Add(30*time.Second))
+	repeat.Repeated = true
+	later := c.Completed().Add(rerun.Settle)
+	if v := rerun.Decide(c, []rerun.Death{repeat, kill}, nil, later); v.Outcome != rerun.NotRerun {
+		t.Fatalf("with the kill seen: Decide = %+v, want not re-run", v)
+	}
+	if v := rerun.Decide(c, []rerun.Death{repeat}, nil, later); v.Outcome != rerun.Rerun {
+		t.Fatalf("with only the repeat seen: Decide = %+v, want a re-run", v)
+	}
+	other := death("p-zzzzz-0", c.Completed().Add(time.Second), c.Completed().Add(time.Second))
+	if v := rerun.Decide(c, []rerun.Death{repeat, other}, nil, later); v.Outcome != rerun.Rerun {
+		t.Fatalf("with another runner's end seen: Decide = %+v, want a re-run", v)
 	}
 }
 

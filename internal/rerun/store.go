@@ -190,13 +190,15 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 // RecordDeath stores a death of a runner (once per Death.Key).
 func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:        aws.String(s.table),
-		Key:              table.Key(table.RunnerPK(d.Runner), table.DeathSK(d.FromMillis)),
-		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, #ttl = :ttl"),
+		TableName: aws.String(s.table),
+		Key:       table.Key(table.RunnerPK(d.Runner), table.DeathSK(d.FromMillis)),
+		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, " +
+			"#killed = :killed, #repeated = :repeated, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",
-			"#deleted": "deleted", "#ttl": table.TTLAttribute},
+			"#deleted": "deleted", "#killed": "killed", "#repeated": "repeated", "#ttl": table.TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":runner": table.Str(d.Runner), ":cause": table.Str(d.Cause),
 			":from": table.Num(d.FromMillis), ":to": table.Num(d.ToMillis), ":deleted": &types.AttributeValueMemberBOOL{Value: d.Deleted},
+			":killed": &types.AttributeValueMemberBOOL{Value: d.Killed}, ":repeated": &types.AttributeValueMemberBOOL{Value: d.Repeated},
 			":ttl": table.Num(now.Add(Retention).Unix())},
 	})
 	if err != nil {

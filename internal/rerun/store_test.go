@@ -81,13 +81,14 @@ func TestBudgetPerRun(t *testing.T) {
 }
 
 // Deaths live in the runner's partition beside its job links, and neither
-// read returns the other's items.
+// read returns the other's items; a death is read back whole.
 func TestDeathsBesideJobLinks(t *testing.T) {
 	db, name := testenv.Table(t)
 	s := rerun.NewStore(db, name)
 	links := reservation.New(db, name, clock.RealClock{})
 	ctx := t.Context()
 	d := death("p-abcde-0", t0, t0.Add(time.Second))
+	d.Repeated = true
 	if err := s.RecordDeath(ctx, d, t0); err != nil {
 		t.Fatal(err)
 	}

@@ -499,7 +499,7 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 		case judged:
 		case j.LostRunner && !l.Monitor.diedUnder(j):
 			l.Monitor.lostToRemoval(j)
-		case j.Conclusion == githubsim.JobFailure && FailedByItself(j):
+		case FailedByItself(j):
 			// Its script failed on a live runner, as it was meant to.
 		case j.Conclusion != githubsim.JobSuccess:
 			l.Monitor.judge(j.RunnerName, fmt.Sprintf("job %d", j.ID), "job %d on runner %s ended %s", j.ID, j.RunnerName, j.Conclusion)
@@ -516,10 +516,11 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 	}
 }
 
-// FailedByItself: j's script exited non-zero on its runner, which reported it
-// (a job whose runner died has no exit code from its script).
+// FailedByItself: j's script exited non-zero on its runner, which reported the
+// job failed (a job whose runner died has no exit code from its script; one
+// cancelled while its script ran has the exit code of the killed script).
 func FailedByItself(j githubsim.Job) bool {
-	return j.Script != "" && j.ExitCode != 0 && !j.LostRunner
+	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner
 }
 
 func routeOf(j githubsim.Job) pool.Job {

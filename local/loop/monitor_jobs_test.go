@@ -44,6 +44,33 @@ func TestCancelledJobExcusedOnlyByAFault(t *testing.T) {
 	mustFind(t, "excused", ex, fmt.Sprintf("job %d on runner small-a ended cancelled", hit.ID), "runner process killed")
 }
 
+// TestFailedByItself: a job failed by itself when its runner reported it
+// failed with its script's non-zero exit code; not when it was cancelled while
+// its script ran (the script killed), nor when its runner died (no exit code),
+// nor when it was lost with its runner's registration.
+func TestFailedByItself(t *testing.T) {
+	t.Parallel()
+	job := func(c githubsim.JobConclusion, code int, lost bool) githubsim.Job {
+		return githubsim.Job{State: githubsim.JobCompleted, Conclusion: c, ExitCode: code, LostRunner: lost,
+			JobSpec: githubsim.JobSpec{Script: FailingScript}}
+	}
+	for _, tc := range []struct {
+		name string
+		j    githubsim.Job
+		want bool
+	}{
+		{"its script failed", job(githubsim.JobFailure, 1, false), true},
+		{"cancelled while its script ran", job(githubsim.JobCancelled, 137, false), false},
+		{"its runner died", job(githubsim.JobFailure, 0, false), false},
+		{"lost with its runner's registration", job(githubsim.JobFailure, 1, true), false},
+		{"no script", githubsim.Job{State: githubsim.JobCompleted, Conclusion: githubsim.JobFailure, ExitCode: 1}, false},
+	} {
+		if got := FailedByItself(tc.j); got != tc.want {
+			t.Errorf("%s: FailedByItself = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestEphemeralRunnerRunsOneJob: an ephemeral pool's runner that ran two jobs is
 // one violation; a persistent pool's runner may run many.
 func TestEphemeralRunnerRunsOneJob(t *testing.T) {
