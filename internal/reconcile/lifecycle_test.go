@@ -127,6 +127,42 @@ func TestTokenRunnerIsNotConcludedUnregisteredEarly(t *testing.T) {
 	}
 }
 
+// TestUnregisteredRunnerWhosePodEndedGoesAtOnce: a token-mode runner GitHub
+// does not list, whose pod is being deleted and whose container has ended (a
+// pod the StatefulSet controller re-created after its Secret was deleted never
+// starts), can no longer register: it goes without waiting out the
+// registration timeout (60-job chaos: such a pod held its slot 10 minutes).
+// While its container runs it may still register, and it waits.
+func TestUnregisteredRunnerWhosePodEndedGoesAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	e.run(name)
+	if err := e.raw.CoreV1().Pods(e.ns).Delete(t.Context(), name+"-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sweep(0, time.Time{}); err != nil { // the container keeps running (no endStoppedRunners)
+		t.Fatal(err)
+	}
+	if got := e.statefulSets(); len(got) != 1 {
+		t.Fatalf("statefulsets %v: a deleting pod whose runner container runs may still register; want it kept", got)
+	}
+	pod, err := e.raw.CoreV1().Pods(e.ns).Get(t.Context(), name+"-0", metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp == nil {
+		t.Fatalf("pod %s: %v, want it kept, being deleted, by the finalizer", name, err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "runner", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "ContainerStatusUnknown", FinishedAt: metav1.NewTime(e.clock.Now())}}}}
+	if _, err := e.raw.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.mustSweep(0, time.Time{})
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v: a runner that can no longer register is kept until the registration timeout", got)
+	}
+}
+
 // TestStatefulSetWithoutPodReleasesItsRegistration: admission or a quota refuses
 // the pod; the JIT registration made for it is released when the runner goes.
 func TestStatefulSetWithoutPodReleasesItsRegistration(t *testing.T) {

@@ -162,6 +162,13 @@ func (s *stopper) findID(ctx context.Context) (outcome, error) {
 		s.id = gr.ID
 		return stepDone, nil
 	}
+	if s.rn.pod.DeletionTimestamp != nil && runnerEnded(s.rn.pod) {
+		// A deleting pod's containers are not started again: a runner GitHub
+		// does not list now (a list this sweep read, see github) never will be.
+		s.log.Info("runner never registered and its container has ended in a pod being deleted: nothing to unregister")
+		s.released = true
+		return stepDone, nil
+	}
 	if s.now.Sub(s.rn.createdAt()) < s.r.opts.RegistrationTimeout {
 		s.log.Info("runner not registered yet: waiting for the registration timeout before concluding it never will")
 		return stepWait, nil
