@@ -53,6 +53,11 @@ func (g *noGitHub) RemoveRunner(context.Context, scope.Scope, int64) error {
 	return errNoGitHub
 }
 
+func (g *noGitHub) RemoveRunnerLabels(context.Context, scope.Scope, int64) error {
+	g.calls.Add(1)
+	return errNoGitHub
+}
+
 func (g *noGitHub) JITConfig(context.Context, scope.Scope, string, []string, int64) (githubapi.JITConfig, error) {
 	g.calls.Add(1)
 	return githubapi.JITConfig{}, errNoGitHub

@@ -62,6 +62,7 @@ const (
 	OpListRunners        Op = "list runners"
 	OpGetRunner          Op = "get runner"
 	OpRemoveRunner       Op = "remove runner"
+	OpRemoveRunnerLabels Op = "remove runner labels"
 	OpListRunnerGroups   Op = "list runner groups"
 	OpInstallationToken  Op = "create installation token"
 	OpFindInstallation   Op = "find installation"

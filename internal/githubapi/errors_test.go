@@ -58,6 +58,9 @@ var operations = []opCase{
 	{githubapi.OpRemoveRunner, `^DELETE /orgs/acme/actions/runners/5$`, func(t *testing.T, f *front) call {
 		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error { return c.RemoveRunner(ctx, org, 5) })
 	}},
+	{githubapi.OpRemoveRunnerLabels, `^DELETE /orgs/acme/actions/runners/5/labels$`, func(t *testing.T, f *front) call {
+		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error { return c.RemoveRunnerLabels(ctx, org, 5) })
+	}},
 	{githubapi.OpJITConfig, `^POST /orgs/acme/actions/runners/generate-jitconfig$`, func(t *testing.T, f *front) call {
 		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
 			_, err := c.JITConfig(ctx, org, "r", []string{"x"}, githubapi.DefaultRunnerGroupID)

@@ -171,6 +171,15 @@ func (r *Router) Runner(ctx context.Context, s scope.Scope, id int64) (Runner, e
 	return gr, r.settle(s, err)
 }
 
+// RemoveRunnerLabels is Client.RemoveRunnerLabels through the scope's credentials.
+func (r *Router) RemoveRunnerLabels(ctx context.Context, s scope.Scope, id int64) error {
+	c, err := r.client(ctx, s)
+	if err != nil {
+		return err
+	}
+	return r.settle(s, c.RemoveRunnerLabels(ctx, s, id))
+}
+
 // RemoveRunner is Client.RemoveRunner through the scope's credentials.
 func (r *Router) RemoveRunner(ctx context.Context, s scope.Scope, id int64) error {
 	c, err := r.client(ctx, s)

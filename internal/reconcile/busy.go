@@ -125,8 +125,12 @@ func (s *stopper) drain(ctx context.Context) error {
 		s.log.Info("a job of the pool waits for a runner: this idle runner stops once no job waits", "queued", s.sw.d.Queued)
 		return errWait
 	}
+	if err := s.withdraw(ctx); err != nil {
+		return err
+	}
 	// Fenced like every write: a pod that changed since the signals were read is
-	// decided on again next sweep.
+	// decided on again next sweep (withdraw's annotation is part of that chain).
+	pod = s.rn.pod
 	uid, rv := pod.UID, pod.ResourceVersion
 	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 	switch {
@@ -145,12 +149,12 @@ func (s *stopper) drain(ctx context.Context) error {
 }
 
 // mayTakeWaitingJob: a job of the pool waits, and GitHub could hand it to this
-// runner, whose listener runs. A runner GitHub lists offline cannot take it,
+// runner, whose listener runs, and whose labels were not removed (withdraw). A runner GitHub lists offline cannot take it,
 // nor, maybe, one replaced for an outdated template (its labels may not be the
 // job's) or for a registration that timed out: holding those could keep the
 // slot the waiting job needs.
 func (s *stopper) mayTakeWaitingJob(pod *corev1.Pod) bool {
-	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline &&
+	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline && !withdrawn(pod) &&
 		!s.rn.outdated(s.sw.template.hash) && s.rn.phase != TimedOut
 }
 

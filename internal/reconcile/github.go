@@ -19,6 +19,7 @@ type GitHub interface {
 	Runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error)
 	Runner(ctx context.Context, s scope.Scope, id int64) (githubapi.Runner, error)
 	RemoveRunner(ctx context.Context, s scope.Scope, id int64) error
+	RemoveRunnerLabels(ctx context.Context, s scope.Scope, id int64) error
 	JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (githubapi.JITConfig, error)
 	RegistrationToken(ctx context.Context, s scope.Scope) (githubapi.RegistrationToken, error)
 	RunnerGroupID(ctx context.Context, s scope.Scope, name string) (int64, error)
@@ -181,6 +182,10 @@ func (g *github) cached(id int64) (githubapi.Runner, bool, error) {
 
 func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {
 	return g.api.RemoveRunner(ctx, s, id)
+}
+
+func (g *github) removeLabels(ctx context.Context, s scope.Scope, id int64) error {
+	return g.api.RemoveRunnerLabels(ctx, s, id)
 }
 
 // callCount is the number of requests sent to GitHub for the sweep.

@@ -52,6 +52,11 @@ const (
 	// "registered": GitHub listed it.)
 	AnnotationJITRunnerID = "runnerscaler.dev/jit-runner-id"
 
+	// AnnotationLabelsRemoved, on a runner's pod being stopped: when the sweeper
+	// removed the runner's custom labels on GitHub, so that GitHub hands it no
+	// job of its pool while its listener stops (package reconcile, withdraw.go).
+	AnnotationLabelsRemoved = "runnerscaler.dev/labels-removed"
+
 	// Finalizer holds a runner pod until its runner is unregistered.
 	Finalizer = "runnerscaler.dev/unregister"
 

@@ -22,6 +22,7 @@ func (s *Server) routes() {
 		s.handle("GET "+prefix+"/actions/runners", s.listRunners)
 		s.handle("GET "+prefix+"/actions/runners/{runner_id}", s.authed(s.getRunner))
 		s.handle("DELETE "+prefix+"/actions/runners/{runner_id}", s.authed(s.removeRunner))
+		s.handle("DELETE "+prefix+"/actions/runners/{runner_id}/labels", s.authed(s.removeCustomLabels)) // labels.go
 	}
 	for _, prefix := range []string{"/orgs/{org}", "/enterprises/{enterprise}"} {
 		s.handle("GET "+prefix+"/actions/runner-groups", s.authed(s.listGroups))
@@ -268,7 +269,7 @@ func runnerJSON(x *Runner) map[string]any {
 	labels := make([]map[string]any, len(x.Labels))
 	for i, l := range x.Labels {
 		kind := "custom"
-		if i < 3 {
+		if i < readOnlyLabels {
 			kind = "read-only"
 		}
 		labels[i] = map[string]any{"id": i + 1, "name": l, "type": kind}
