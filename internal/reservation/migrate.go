@@ -66,7 +66,10 @@ func (s *Store) migrating(ctx context.Context, pool string, now time.Time) (rs [
 			}
 		}
 	}
-	rs, err = decode(items, pool)
+	if rs, err = decode(items, pool); err != nil {
+		return nil, true, err
+	}
+	rs, err = s.withMovedIn(ctx, pool, rs, now)
 	return rs, true, err
 }
 
@@ -87,6 +90,7 @@ func partitionQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput 
 		ConsistentRead: aws.Bool(true),
 	}
 	activeFilter(in, now)
+	notMovedAway(in, pool)
 	return in
 }
 

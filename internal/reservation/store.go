@@ -166,6 +166,12 @@ type Reservation struct {
 	// (a redelivery keeps its id), written once a second one reaches the item;
 	// until then the first one's id is SeenQueued's.
 	QueuedDeliveries []string `dynamodbav:"queuedDeliveries,stringset,omitempty"`
+	// CountedIn is the pool that counts the job when it is not its home pool
+	// (Pool), and MovedBy why (move.go); "" while its home counts it.
+	CountedIn string     `dynamodbav:"countedIn,omitempty"`
+	MovedBy   MoveReason `dynamodbav:"movedBy,omitempty"`
+	// TTL is when DynamoDB may delete the item, in epoch seconds.
+	TTL int64 `dynamodbav:"expiresAt,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -216,6 +222,7 @@ type API interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Store reads and writes reservations in one table.
@@ -356,11 +363,17 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() {
+		if ok && r.activeIn(pool, now) {
 			rs = append(rs, r)
 		}
 	}
-	return rs, nil
+	return s.withMovedIn(ctx, pool, rs, now)
+}
+
+// activeIn reports whether r holds capacity in pool at now: unfinished, not
+// expired, not held for an approval, and counted in pool.
+func (r Reservation) activeIn(pool string, now time.Time) bool {
+	return r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() && r.CountsIn() == pool
 }
 
 // indexQuery reads the pool's entries in the active index; the filter drops jobs
@@ -379,7 +392,16 @@ func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
 		},
 	}
 	activeFilter(in, now)
+	notMovedAway(in, pool)
 	return in
+}
+
+// notMovedAway narrows in's filter to the jobs pool counts itself: none whose
+// countedIn names another pool (move.go).
+func notMovedAway(in *dynamodb.QueryInput, pool string) {
+	in.FilterExpression = aws.String(aws.ToString(in.FilterExpression) + " AND (attribute_not_exists(#counted) OR #counted = :self)")
+	in.ExpressionAttributeNames["#counted"] = "countedIn"
+	in.ExpressionAttributeValues[":self"] = table.Str(pool)
 }
 
 // activeFilter sets in's filter to the reservations that hold capacity at now:
