@@ -474,7 +474,8 @@ func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Dec
 		if r.State != reservation.Queued || r.ExpirationTime.Sub(now) > s.opts.ExtendWithin || now.Sub(r.EffectiveTime) > s.opts.MaxWait {
 			continue
 		}
-		ok, err := s.reservations.Extend(ctx, p.Name, r.JobID, now.Add(duration))
+		// The job's item is in its home pool's partition, wherever it is counted.
+		ok, err := s.reservations.Extend(ctx, r.Pool, r.JobID, now.Add(duration))
 		if err != nil {
 			return n, err
 		}
