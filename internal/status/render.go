@@ -120,6 +120,7 @@ func RenderReport(w io.Writer, r Report) error {
 	section(t, w, "QUEUED JOBS", []string{"POOL", "JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
 	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows(r.Pools))
 	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
+	section(t, w, "JOBS COUNTED IN ANOTHER POOL", []string{"POOL", "DIRECTION", "JOB", "WHAT"}, moveRows(r.Pools))
 	var unrouted, errs [][]string
 	for _, j := range r.Unrouted {
 		unrouted = append(unrouted, []string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)})
