@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
@@ -158,4 +159,26 @@ func (s *Store) putPointer(ctx context.Context, r Reservation, pool string) erro
 		return fmt.Errorf("pointing pool %s at job %d of pool %s: %w", pool, r.JobID, r.Pool, err)
 	}
 	return nil
+}
+
+// jobUpdate is the part of a SET clause that keeps d's labels and scope on the
+// job's item, for a spill to check that another pool takes the job; empty when
+// d has no labels. It adds the names and values it uses.
+func jobUpdate(d Delivery, names map[string]string, values map[string]types.AttributeValue) string {
+	if len(d.Labels) == 0 {
+		return ""
+	}
+	labels := make([]types.AttributeValue, len(d.Labels))
+	for i, l := range d.Labels {
+		labels[i] = table.Str(l)
+	}
+	names["#labels"], names["#org"], names["#ent"] = "labels", "organization", "enterprise"
+	values[":labels"] = &types.AttributeValueMemberL{Value: labels}
+	values[":org"], values[":ent"] = table.Str(d.Organization), table.Str(d.Enterprise)
+	return ", #labels = :labels, #org = :org, #ent = :ent"
+}
+
+// Job is the job as routing sees it: its repository, scope and labels.
+func (r Reservation) Job() pool.Job {
+	return pool.Job{Repository: r.Repository, Organization: r.Organization, Enterprise: r.Enterprise, Labels: r.Labels}
 }

@@ -206,3 +206,27 @@ func TestPointerOfAMovedOnJobCountsNothing(t *testing.T) {
 		t.Fatalf("home item = %+v, %v; want counted at home", r, err)
 	}
 }
+
+// TestJobKeepsItsLabelsAndScope: a delivery's labels and scope are kept on the
+// job's item for a spill to check against the overflow pool; a delivery
+// without labels (from an older webhook) leaves none.
+func TestJobKeepsItsLabelsAndScope(t *testing.T) {
+	t.Parallel()
+	s := newStoreWindow(t, 0)
+	d := in("linux", delivery(1, reservation.Queued))
+	d.Labels, d.Organization, d.Enterprise = []string{"self-hosted", "linux"}, "o", "e"
+	record(t, s, d, reservation.Applied)
+	record(t, s, in("linux", delivery(1, reservation.InProgress)), reservation.Applied)
+	record(t, s, in("linux", delivery(2, reservation.Queued)), reservation.Applied)
+	rs, err := s.Active(t.Context(), "linux")
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("Active = %+v, %v", rs, err)
+	}
+	slices.SortFunc(rs, func(a, b reservation.Reservation) int { return int(a.JobID - b.JobID) })
+	if j := rs[0].Job(); !slices.Equal(j.Labels, d.Labels) || j.Organization != "o" || j.Enterprise != "e" || j.Repository != "o/r" {
+		t.Fatalf("job 1 as routing sees it: %+v", j)
+	}
+	if j := rs[1].Job(); len(j.Labels) != 0 || j.Organization != "" {
+		t.Fatalf("job 2 recorded without labels: %+v", j)
+	}
+}

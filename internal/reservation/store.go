@@ -135,6 +135,12 @@ type Delivery struct {
 	// environment's approval (its workflow_job.status is "waiting"): it holds
 	// the job as a `waiting` does (approval.go).
 	AwaitsApproval bool
+	// Labels, Organization and Enterprise are the job's `runs-on` labels and
+	// scope, kept on the item for a spill to check that another pool takes the
+	// job (move.go); none is written when Labels is empty.
+	Labels       []string
+	Organization string
+	Enterprise   string
 }
 
 // Reservation is a stored job item.
@@ -172,6 +178,11 @@ type Reservation struct {
 	MovedBy   MoveReason `dynamodbav:"movedBy,omitempty"`
 	// TTL is when DynamoDB may delete the item, in epoch seconds.
 	TTL int64 `dynamodbav:"expiresAt,omitempty"`
+	// Labels, Organization and Enterprise: as the delivery said (Delivery);
+	// items written without them have no Labels, and are never spilled.
+	Labels       []string `dynamodbav:"labels,omitempty"`
+	Organization string   `dynamodbav:"organization,omitempty"`
+	Enterprise   string   `dynamodbav:"enterprise,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -297,6 +308,7 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 		"#delivery": "deliveryId", "#active": table.ActiveKey,
 	}
 	update += trailUpdate(d, now, names, values)
+	update += jobUpdate(d, names, values)
 	if d.State == Queued && d.AwaitsApproval {
 		names["#wait"], ttlBase = "seenWaiting", now.Add(MaxApprovalWait)
 		update += ", #wait = :seen"

@@ -231,6 +231,7 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if p != nil {
 		d.Pool = p.Name
 		d.Amount, d.Duration = p.Trigger()
+		d.Labels, d.Organization, d.Enterprise = job.route.Labels, job.route.Organization, job.route.Enterprise
 	}
 	linked, err := h.link(ctx, d)
 	if err != nil {
