@@ -69,7 +69,7 @@ func (s *Store) migrating(ctx context.Context, pool string, now time.Time) (rs [
 	if rs, err = decode(items, pool); err != nil {
 		return nil, true, err
 	}
-	rs, err = s.withMovedIn(ctx, pool, rs, now)
+	rs, err = s.withMovedIn(ctx, pool, s.countedHere(rs, pool), now)
 	return rs, true, err
 }
 
@@ -90,7 +90,6 @@ func partitionQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput 
 		ConsistentRead: aws.Bool(true),
 	}
 	activeFilter(in, now)
-	notMovedAway(in, pool)
 	return in
 }
 

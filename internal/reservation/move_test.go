@@ -230,3 +230,27 @@ func TestJobKeepsItsLabelsAndScope(t *testing.T) {
 		t.Fatalf("job 2 recorded without labels: %+v", j)
 	}
 }
+
+// TestCountedInARemovedPoolCountsAtHome: a job spilled to big, a pool the
+// pools file no longer has, counts in its home pool again, on both read paths.
+func TestCountedInARemovedPoolCountsAtHome(t *testing.T) {
+	t.Parallel()
+	for _, path := range readPaths {
+		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
+			db, name := testenv.Table(t)
+			clk := clocktesting.NewFakePassiveClock(t0)
+			s := reservation.New(db, name, clk, reservation.WithMigrationWindow(path.window))
+			record(t, s, in("linux", delivery(1, reservation.Queued)), reservation.Applied)
+			if !spill(t, s, activeJob(t, s, "linux"), "linux", "big") {
+				t.Fatal("spill did not move the job")
+			}
+			wantCounted(t, s, "spilled to big", "big")
+			known := func(p string) bool { return p != "big" }
+			after := reservation.New(db, name, clk, reservation.WithMigrationWindow(path.window), reservation.WithPools(known))
+			if got := counted(t, after, "linux", "gpu"); !slices.Equal(got, []string{"linux"}) {
+				t.Fatalf("with big removed, job 1 counted in %v, want [linux]", got)
+			}
+		})
+	}
+}

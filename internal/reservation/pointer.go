@@ -48,7 +48,7 @@ func (s *Store) movedIn(ctx context.Context, pool string) (counted []Reservation
 		case !ok:
 		case r.State >= Completed:
 			finished = append(finished, p.JobID)
-		case r.CountsIn() == pool:
+		case s.counter(r) == pool:
 			counted = append(counted, r)
 		}
 	}
@@ -65,7 +65,7 @@ func (s *Store) withMovedIn(ctx context.Context, pool string, rs []Reservation, 
 		return nil, err
 	}
 	for _, r := range counted {
-		if r.activeIn(pool, now) {
+		if s.activeIn(r, pool, now) {
 			rs = append(rs, r)
 		}
 	}

@@ -49,6 +49,7 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -244,6 +245,8 @@ type Store struct {
 	retention time.Duration
 	// migration is the state of the one-off migration to the active index (migrate.go).
 	migration migration
+	// known reports whether a pool is configured (WithPools); nil: every pool is.
+	known func(pool string) bool
 }
 
 // Option tunes a Store.
@@ -375,18 +378,37 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.activeIn(pool, now) {
+		if ok && s.activeIn(r, pool, now) {
 			rs = append(rs, r)
 		}
 	}
-	return s.withMovedIn(ctx, pool, rs, now)
+	return s.withMovedIn(ctx, pool, s.countedHere(rs, pool), now)
 }
 
 // activeIn reports whether r holds capacity in pool at now: unfinished, not
 // expired, not held for an approval, and counted in pool.
-func (r Reservation) activeIn(pool string, now time.Time) bool {
-	return r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() && r.CountsIn() == pool
+func (s *Store) activeIn(r Reservation, pool string, now time.Time) bool {
+	return r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() && s.counter(r) == pool
 }
+
+// counter is the pool that counts r: its CountsIn, or its home when that
+// names a pool the pools file no longer has (WithPools), whose sweeper is gone.
+func (s *Store) counter(r Reservation) string {
+	if c := r.CountsIn(); s.known == nil || s.known(c) {
+		return c
+	}
+	return r.Pool
+}
+
+// countedHere keeps the reservations of rs that pool counts (counter).
+func (s *Store) countedHere(rs []Reservation, pool string) []Reservation {
+	return slices.DeleteFunc(rs, func(r Reservation) bool { return s.counter(r) != pool })
+}
+
+// WithPools tells the store which pools the pools file has: a job whose count
+// moved to a pool it no longer has counts in its home pool again. Without it,
+// every pool is taken to exist.
+func WithPools(known func(pool string) bool) Option { return func(s *Store) { s.known = known } }
 
 // indexQuery reads the pool's entries in the active index; the filter drops jobs
 // whose reservation expired (lost `completed`), completed items that kept the
@@ -404,16 +426,7 @@ func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
 		},
 	}
 	activeFilter(in, now)
-	notMovedAway(in, pool)
 	return in
-}
-
-// notMovedAway narrows in's filter to the jobs pool counts itself: none whose
-// countedIn names another pool (move.go).
-func notMovedAway(in *dynamodb.QueryInput, pool string) {
-	in.FilterExpression = aws.String(aws.ToString(in.FilterExpression) + " AND (attribute_not_exists(#counted) OR #counted = :self)")
-	in.ExpressionAttributeNames["#counted"] = "countedIn"
-	in.ExpressionAttributeValues[":self"] = table.Str(pool)
 }
 
 // activeFilter sets in's filter to the reservations that hold capacity at now:
