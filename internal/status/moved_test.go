@@ -51,4 +51,11 @@ func TestMovedJobsShowInBothPools(t *testing.T) {
 	if !strings.Contains(out.String(), "JOBS COUNTED IN ANOTHER POOL") || !strings.Contains(out.String(), "job 2 spilled from linux to big") {
 		t.Fatalf("report:\n%s\nwant the moved jobs' section", out.String())
 	}
+	out.Reset()
+	if err := status.RenderPool(&out, now, g); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "JOBS COUNTED IN ANOTHER POOL") || !strings.Contains(out.String(), "job 1 of pool linux runs on runner gpu-abcde-0") {
+		t.Fatalf("gpu's view:\n%s\nwant the moved jobs' section", out.String())
+	}
 }

@@ -262,6 +262,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	section(t, w, "QUEUED JOBS", []string{"JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
 	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows([]Pool{p}))
 	section(t, w, "JOBS IN PROGRESS", []string{"JOB", "REPOSITORY", "AGE", "RUNNER"}, progress)
+	section(t, w, "JOBS COUNTED IN ANOTHER POOL", []string{"POOL", "DIRECTION", "JOB", "WHAT"}, moveRows([]Pool{p}))
 	section(t, w, "RECENT SWEEP ERRORS", []string{"WHEN", "ERROR"}, errs)
 	return t.err
 }
