@@ -19,8 +19,15 @@ import (
 // runner: an in_progress that moved a job nudges runnerPool. The move is
 // repeated whole by a redelivery (a job already counted in runnerPool is not
 // moved), so a failure fails the delivery and GitHub redelivers.
+//
+// A job on a runner of its own pool is counted elsewhere only when its pool
+// spilled it (overflowTo); otherwise, and for a `completed`, which ends the
+// count wherever it is, such a delivery reads nothing.
 func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, jobID int64) ([]slog.Attr, error) {
 	if p == nil || runnerPool == nil || state < reservation.InProgress {
+		return nil, nil
+	}
+	if runnerPool == p && (state == reservation.Completed || p.OverflowTo == "") {
 		return nil, nil
 	}
 	from, moved, err := h.store.FollowRunner(ctx, p.Name, jobID, runnerPool.Name)

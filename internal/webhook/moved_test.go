@@ -71,3 +71,46 @@ func TestJobOnAnotherPoolsRunnerMovesItsCount(t *testing.T) {
 		t.Fatalf("JobsOnAnotherPoolsRunner written for %v, want once for elastic:\n%s", moved, out.String())
 	}
 }
+
+// TestSpilledJobOnItsOwnPoolsRunnerComesHome: a job of octo spilled to
+// elastic that a runner of octo takes anyway is counted in octo again, and no
+// JobsOnAnotherPoolsRunner is written: the runner is its own pool's.
+func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(strings.Replace(pools, "labels: [ubuntu-latest]\n", "labels: [ubuntu-latest]\n    overflowTo: elastic\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, secret)
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	if resp := h.Serve(t.Context(), headersFor("workflow_job", queued), queued); resp.Status != 200 {
+		t.Fatalf("queued: %d %s", resp.Status, resp.Reason)
+	}
+	rs, err := e.store.Active(t.Context(), "octo")
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("Active(octo) = %+v, %v", rs, err)
+	}
+	if moved, err := e.store.Spill(t.Context(), rs[0], "octo", "elastic"); err != nil || !moved {
+		t.Fatalf("Spill = %v, %v", moved, err)
+	}
+	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runnername.Pod(runnername.New("octo"))+`"`, 1))
+	if resp := h.Serve(t.Context(), headersFor("workflow_job", inProgress), inProgress); resp.Status != 200 {
+		t.Fatalf("in_progress: %d %s", resp.Status, resp.Reason)
+	}
+	if rs, err := e.store.Active(t.Context(), "octo"); err != nil || len(rs) != 1 || rs[0].Moved() {
+		t.Fatalf("octo counts %+v, %v; want its job, at home", rs, err)
+	}
+	if rs, err := e.store.Active(t.Context(), "elastic"); err != nil || len(rs) != 0 {
+		t.Fatalf("elastic counts %+v, %v; want nothing", rs, err)
+	}
+	if strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
+		t.Fatalf("a job on its own pool's runner was counted as on another pool's:\n%s", out.String())
+	}
+}
