@@ -27,7 +27,7 @@ func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, st
 	if p == nil || runnerPool == nil || state < reservation.InProgress {
 		return nil, nil
 	}
-	if runnerPool == p && (state == reservation.Completed || p.OverflowTo == "") {
+	if runnerPool.Name == p.Name && (state == reservation.Completed || p.OverflowTo == "") {
 		return nil, nil
 	}
 	from, moved, err := h.store.FollowRunner(ctx, p.Name, jobID, runnerPool.Name)
