@@ -341,8 +341,11 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 	return Applied, nil
 }
 
-// Active returns the pool's reservations that hold capacity now: state queued or
-// in_progress, expiration time strictly after now.
+// Active returns the reservations that hold capacity in the pool now: state
+// queued or in_progress, expiration time strictly after now, counted in the pool
+// (move.go) — the pool's own jobs that no other pool counts, and the jobs of
+// other pools whose pointers are in its partition and whose items, read with
+// strong consistency, name it. It deletes the pool's pointers to completed jobs.
 //
 // It queries the active index, whose reads are eventually consistent: a
 // reservation written a moment before may be missing, and a scheduled sweep then
