@@ -291,9 +291,11 @@ func TestIAMIsScoped(t *testing.T) {
 	t.Parallel()
 	tmpl := openTemplate(t)
 	want := map[string]map[string]string{
-		"WebhookFunction": {"dynamodb:UpdateItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
+		"WebhookFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn",
+			"dynamodb:UpdateItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
 			"lambda:InvokeFunction": "REF:SweeperNudgeAlias"},
 		"SweeperFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn", "dynamodb:UpdateItem": "GETATT:Table.Arn",
+			"dynamodb:DeleteItem":           "GETATT:Table.Arn",
 			"dynamodb:Query":                "[GETATT:Table.Arn SUB:${Table.Arn}/index/" + table.ActiveIndex + "]",
 			"secretsmanager:GetSecretValue": "[REF:GitHubAppPrivateKey IF:WithEnterpriseToken.REF:GitHubEnterpriseToken.REF:AWS::NoValue]",
 			"eks:DescribeCluster":           "SUB:arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"},

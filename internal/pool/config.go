@@ -75,6 +75,9 @@ type Pool struct {
 	// RunnerVersion is the actions/runner version the pool's image runs
 	// (runnerversion.go; "": the version runner/Dockerfile installs).
 	RunnerVersion string `yaml:"runnerVersion"`
+	// OverflowTo, when set, names the pool that serves the pool's queued jobs
+	// while it is saturated (overflow.go).
+	OverflowTo string `yaml:"overflowTo"`
 }
 
 // ScaleUpTrigger says how much capacity one queued job reserves and for how long.
@@ -198,7 +201,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 	}
-	return nil
+	return c.validateOverflow()
 }
 
 func (p *Pool) validate() error {

@@ -114,7 +114,7 @@ func (s *Store) hold(ctx context.Context, d Delivery) (Outcome, error) {
 		Key:       table.Key(table.PoolPK(d.Pool), table.JobSK(d.JobID)),
 		UpdateExpression: aws.String("SET #state = :queued, #amount = :amount, #ttl = :ttl, #pool = :pool, #job = :job, " +
 			"#run = :run, #repo = :repo, #delivery = :delivery, #active = :active, #wait = :seen, " +
-			"#eff = if_not_exists(#eff, :now), #exp = if_not_exists(#exp, :now)"),
+			"#eff = if_not_exists(#eff, :now), #exp = if_not_exists(#exp, :now)" + jobUpdate(d, names, values)),
 		ConditionExpression:       aws.String("attribute_not_exists(#state) OR (#state = :queued AND attribute_not_exists(#wait))"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,

@@ -66,7 +66,10 @@ func (s *Store) migrating(ctx context.Context, pool string, now time.Time) (rs [
 			}
 		}
 	}
-	rs, err = decode(items, pool)
+	if rs, err = decode(items, pool); err != nil {
+		return nil, true, err
+	}
+	rs, err = s.withMovedIn(ctx, pool, s.countedHere(rs, pool), now)
 	return rs, true, err
 }
 

@@ -49,6 +49,7 @@ package reservation
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -135,6 +136,12 @@ type Delivery struct {
 	// environment's approval (its workflow_job.status is "waiting"): it holds
 	// the job as a `waiting` does (approval.go).
 	AwaitsApproval bool
+	// Labels, Organization and Enterprise are the job's `runs-on` labels and
+	// scope, kept on the item for a spill to check that another pool takes the
+	// job (move.go); none is written when Labels is empty.
+	Labels       []string
+	Organization string
+	Enterprise   string
 }
 
 // Reservation is a stored job item.
@@ -166,6 +173,17 @@ type Reservation struct {
 	// (a redelivery keeps its id), written once a second one reaches the item;
 	// until then the first one's id is SeenQueued's.
 	QueuedDeliveries []string `dynamodbav:"queuedDeliveries,stringset,omitempty"`
+	// CountedIn is the pool that counts the job when it is not its home pool
+	// (Pool), and MovedBy why (move.go); "" while its home counts it.
+	CountedIn string     `dynamodbav:"countedIn,omitempty"`
+	MovedBy   MoveReason `dynamodbav:"movedBy,omitempty"`
+	// TTL is when DynamoDB may delete the item, in epoch seconds.
+	TTL int64 `dynamodbav:"expiresAt,omitempty"`
+	// Labels, Organization and Enterprise: as the delivery said (Delivery);
+	// items written without them have no Labels, and are never spilled.
+	Labels       []string `dynamodbav:"labels,omitempty"`
+	Organization string   `dynamodbav:"organization,omitempty"`
+	Enterprise   string   `dynamodbav:"enterprise,omitempty"`
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
@@ -216,6 +234,7 @@ type API interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Store reads and writes reservations in one table.
@@ -226,6 +245,8 @@ type Store struct {
 	retention time.Duration
 	// migration is the state of the one-off migration to the active index (migrate.go).
 	migration migration
+	// known reports whether a pool is configured (WithPools); nil: every pool is.
+	known func(pool string) bool
 }
 
 // Option tunes a Store.
@@ -290,6 +311,7 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 		"#delivery": "deliveryId", "#active": table.ActiveKey,
 	}
 	update += trailUpdate(d, now, names, values)
+	update += jobUpdate(d, names, values)
 	if d.State == Queued && d.AwaitsApproval {
 		names["#wait"], ttlBase = "seenWaiting", now.Add(MaxApprovalWait)
 		update += ", #wait = :seen"
@@ -319,8 +341,11 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 	return Applied, nil
 }
 
-// Active returns the pool's reservations that hold capacity now: state queued or
-// in_progress, expiration time strictly after now.
+// Active returns the reservations that hold capacity in the pool now: state
+// queued or in_progress, expiration time strictly after now, counted in the pool
+// (move.go) — the pool's own jobs that no other pool counts, and the jobs of
+// other pools whose pointers are in its partition and whose items, read with
+// strong consistency, name it. It deletes the pool's pointers to completed jobs.
 //
 // It queries the active index, whose reads are eventually consistent: a
 // reservation written a moment before may be missing, and a scheduled sweep then
@@ -356,12 +381,37 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() {
+		if ok && s.activeIn(r, pool, now) {
 			rs = append(rs, r)
 		}
 	}
-	return rs, nil
+	return s.withMovedIn(ctx, pool, s.countedHere(rs, pool), now)
 }
+
+// activeIn reports whether r holds capacity in pool at now: unfinished, not
+// expired, not held for an approval, and counted in pool.
+func (s *Store) activeIn(r Reservation, pool string, now time.Time) bool {
+	return r.State < Completed && r.ExpirationMillis > now.UnixMilli() && !r.Held() && s.counter(r) == pool
+}
+
+// counter is the pool that counts r: its CountsIn, or its home when that
+// names a pool the pools file no longer has (WithPools), whose sweeper is gone.
+func (s *Store) counter(r Reservation) string {
+	if c := r.CountsIn(); s.known == nil || s.known(c) {
+		return c
+	}
+	return r.Pool
+}
+
+// countedHere keeps the reservations of rs that pool counts (counter).
+func (s *Store) countedHere(rs []Reservation, pool string) []Reservation {
+	return slices.DeleteFunc(rs, func(r Reservation) bool { return s.counter(r) != pool })
+}
+
+// WithPools tells the store which pools the pools file has: a job whose count
+// moved to a pool it no longer has counts in its home pool again. Without it,
+// every pool is taken to exist.
+func WithPools(known func(pool string) bool) Option { return func(s *Store) { s.known = known } }
 
 // indexQuery reads the pool's entries in the active index; the filter drops jobs
 // whose reservation expired (lost `completed`), completed items that kept the

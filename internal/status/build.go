@@ -26,7 +26,7 @@ func Build(now time.Time, pools []Input, unrouted []Job) Report {
 
 func buildPool(now time.Time, in Input) Pool {
 	p := Pool{Name: in.Pool, MinReplicas: in.MinReplicas, MaxReplicas: in.MaxReplicas, LastSweep: in.Sweep,
-		Runners: markBusy(in.Runners, in.Jobs), Queued: []Job{}, InProgress: []Job{}, WaitingForApproval: []Job{}}
+		Runners: markBusy(in.Runners, slices.Concat(in.Jobs, in.MovedIn)), Queued: []Job{}, InProgress: []Job{}, WaitingForApproval: []Job{}}
 	if in.Sweep != nil {
 		p.Desired = in.Sweep.Desired
 	}
@@ -42,16 +42,20 @@ func buildPool(now time.Time, in Input) Pool {
 		}
 	}
 	reserved := 0
-	for _, j := range in.Jobs {
-		if j.Expires.After(now) && j.HeldSince.IsZero() {
+	for _, j := range slices.Concat(in.Jobs, in.MovedIn) {
+		if j.Expires.After(now) && j.HeldSince.IsZero() && countsHere(in.Pool, j) {
 			reserved += j.Amount
 		}
 	}
 	p.Saturated = reserved > in.MaxReplicas
+	p.Moves = moves(in.Pool, in.Jobs, in.MovedIn)
 	for _, j := range in.Jobs {
 		j.AgeSeconds = age(now, j.FirstSeen)
 		if !j.HeldSince.IsZero() {
 			p.WaitingForApproval = append(p.WaitingForApproval, held(now, j))
+		} else if j.State == "queued" && !countsHere(in.Pool, j) {
+			j.Waiting = fmt.Sprintf("spilled to pool %s, which counts it", j.CountedIn)
+			p.Queued = append(p.Queued, j)
 		} else if j.State == "queued" {
 			j.Waiting = whyWaiting(now, p, reserved, j)
 			p.Queued = append(p.Queued, j)

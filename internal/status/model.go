@@ -14,6 +14,9 @@ type Input struct {
 	Sweep *Sweep
 	// Runners are the pool's runners (one StatefulSet each), Busy not yet set.
 	Runners []Runner
+	// MovedIn are the unfinished jobs routed to other pools that the pool
+	// counts (their Pool is their home).
+	MovedIn []Job
 	// Waits are the queue waits of the pool's jobs that started within
 	// WaitWindow (package queuewait), in any order.
 	Waits      []time.Duration
@@ -46,6 +49,10 @@ type Job struct {
 	RunnerName string `json:"runnerName,omitempty"`
 	// Extensions counts how often the sweeper extended its reservation.
 	Extensions int `json:"extensions,omitempty"`
+	// CountedIn is the pool that counts the job when it is not Pool, and
+	// MovedBy why: MovedByRunner or MovedBySpill ("": Pool counts it).
+	CountedIn string `json:"countedIn,omitempty"`
+	MovedBy   string `json:"movedBy,omitempty"`
 	// Deliveries are those that moved it forward, in state order.
 	Deliveries []Delivery `json:"deliveries,omitempty"`
 }
@@ -122,6 +129,9 @@ type Pool struct {
 	// longest held first; they hold no runner and are not in Queued.
 	WaitingForApproval []Job `json:"waitingForApproval"`
 	InProgress         []Job `json:"inProgress"`
+	// Moves are the jobs routed to the pool that another pool counts, and the
+	// jobs of other pools it counts.
+	Moves []Move `json:"moves,omitempty"`
 	// QueueWait is how long the jobs that started lately waited for a runner.
 	QueueWait QueueWait `json:"queueWait"`
 	// LastSweep is nil when the pool was never swept.

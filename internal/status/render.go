@@ -120,6 +120,7 @@ func RenderReport(w io.Writer, r Report) error {
 	section(t, w, "QUEUED JOBS", []string{"POOL", "JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
 	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows(r.Pools))
 	section(t, w, "RUNNERS HELD UP", []string{"POOL", "RUNNER", "REASON"}, held)
+	section(t, w, "JOBS COUNTED IN ANOTHER POOL", []string{"POOL", "DIRECTION", "JOB", "WHAT"}, moveRows(r.Pools))
 	var unrouted, errs [][]string
 	for _, j := range r.Unrouted {
 		unrouted = append(unrouted, []string{i64(j.ID), j.Repository, j.State, secs(j.AgeSeconds), oneLine(j.Waiting)})
@@ -261,6 +262,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	section(t, w, "QUEUED JOBS", []string{"JOB", "REPOSITORY", "AGE", "WHY IT WAITS"}, queued)
 	section(t, w, "WAITING FOR APPROVAL", []string{"POOL", "JOB", "REPOSITORY", "HELD FOR"}, approvalRows([]Pool{p}))
 	section(t, w, "JOBS IN PROGRESS", []string{"JOB", "REPOSITORY", "AGE", "RUNNER"}, progress)
+	section(t, w, "JOBS COUNTED IN ANOTHER POOL", []string{"POOL", "DIRECTION", "JOB", "WHAT"}, moveRows([]Pool{p}))
 	section(t, w, "RECENT SWEEP ERRORS", []string{"WHEN", "ERROR"}, errs)
 	return t.err
 }

@@ -36,6 +36,7 @@ import (
 type Reservations interface {
 	Active(ctx context.Context, pool string, nudged ...int64) ([]reservation.Reservation, error)
 	Extend(ctx context.Context, pool string, jobID int64, until time.Time) (bool, error)
+	Spill(ctx context.Context, r reservation.Reservation, from, to string) (bool, error)
 }
 
 // StatusStore reads and writes pool status items (poolstate.Store).
@@ -300,10 +301,21 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 	return r
 }
 
-// sweepPool takes the lease and sweeps until no nudge arrived meanwhile. A nudge
+// sweepPool sweeps p (sweepLeased), then, as nudged, each pool it spilled jobs
+// to (spill.go); their outcomes are their own, logged by them.
+func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
+	var spilled spillTargets
+	o := s.sweepLeased(ctx, p, holder, nudged, jobs, &spilled)
+	for _, to := range spilled {
+		s.sweepPool(ctx, to, holder, true, nil)
+	}
+	return o
+}
+
+// sweepLeased takes the lease and sweeps until no nudge arrived meanwhile. A nudge
 // that finds the lease held marks the pool dirty, with its jobs, so the holder
 // sweeps again and counts them.
-func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
+func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, spilled *spillTargets) outcome {
 	log := s.log.With("pool", p.Name, "holder", holder)
 	held, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
 	switch {
@@ -322,7 +334,7 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 	pending.add(held.Nudged)
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
-		if err := held.Hold(ctx, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, rlog) }); err != nil {
+		if err := held.Hold(ctx, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, spilled, rlog) }); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
@@ -409,7 +421,7 @@ func (n nudges) settle(rs []reservation.Reservation) {
 }
 
 // sweepOnce is one decide → reconcile → record pass; run it under the lease (Lease.Hold).
-func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, log *slog.Logger) error {
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, spilled *spillTargets, log *slog.Logger) error {
 	start := s.clock.Now()
 	var (
 		st    poolstate.Status
@@ -429,7 +441,14 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, lo
 	nudged.settle(rs)
 	now := s.clock.Now()
 	prev := st.Desired
-	d := scaling.Decide(p, rs, scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}, now)
+	last := scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}
+	rs, d, to, err := s.spill(ctx, p, rs, scaling.Decide(p, rs, last, now), last, now, log)
+	if err != nil {
+		return err
+	}
+	if to != nil {
+		spilled.add(to)
+	}
 	extended, err := s.extendWaiting(ctx, p, d, rs, st, now)
 	if err != nil {
 		return err
@@ -474,7 +493,8 @@ func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Dec
 		if r.State != reservation.Queued || r.ExpirationTime.Sub(now) > s.opts.ExtendWithin || now.Sub(r.EffectiveTime) > s.opts.MaxWait {
 			continue
 		}
-		ok, err := s.reservations.Extend(ctx, p.Name, r.JobID, now.Add(duration))
+		// The job's item is in its home pool's partition, wherever it is counted.
+		ok, err := s.reservations.Extend(ctx, r.Pool, r.JobID, now.Add(duration))
 		if err != nil {
 			return n, err
 		}

@@ -14,6 +14,7 @@ import (
 //	POOL#<pool>       RERUN#<jobId>        a failed job's re-run decision (rerun)
 //	POOL#<pool>       RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
 //	POOL#<pool>       WAIT#<minute>        queue waits of the pool's jobs started that minute (queuewait)
+//	POOL#<pool>       MOVED#<jobId>        a job routed to another pool that may be counted in this one (reservation)
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
 //	RUNNER#<runner>   DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
@@ -39,6 +40,14 @@ const JobSKPrefix = "JOB#"
 // JobSK is the sort key of a job's item, in a pool's, a runner's or the
 // unrouted partition.
 func JobSK(jobID int64) string { return JobSKPrefix + strconv.FormatInt(jobID, 10) }
+
+// MovedSKPrefix begins the sort key of every pointer to a job counted in a
+// pool it was not routed to (MovedSK).
+const MovedSKPrefix = "MOVED#"
+
+// MovedSK is the sort key of the pointer to a job of another pool, in the
+// partition of the pool that may count it.
+func MovedSK(jobID int64) string { return MovedSKPrefix + strconv.FormatInt(jobID, 10) }
 
 // RerunSK is the sort key of a failed job's re-run decision, in its runner's pool's partition.
 func RerunSK(jobID int64) string { return "RERUN#" + strconv.FormatInt(jobID, 10) }

@@ -51,10 +51,12 @@ import (
 const DefaultMaxBody = 1 << 20
 
 // Recorder stores a delivery's effect (reservation.Store): the job's reservation in
-// its pool, and the link from the runner that took the job to the job.
+// its pool, the link from the runner that took the job to the job, and the move
+// of the job's count to that runner's pool (followRunner).
 type Recorder interface {
 	Record(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
 	RecordRunner(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
+	FollowRunner(ctx context.Context, home string, job int64, runnerPool string) (from string, moved bool, err error)
 }
 
 // Nudger asks the sweeper to reconcile one pool now, for the jobs named in the
@@ -229,6 +231,7 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if p != nil {
 		d.Pool = p.Name
 		d.Amount, d.Duration = p.Trigger()
+		d.Labels, d.Organization, d.Enterprise = job.route.Labels, job.route.Organization, job.route.Enterprise
 	}
 	linked, err := h.link(ctx, d)
 	if err != nil {
@@ -265,6 +268,12 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
 			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
 	}
+	moved, err := h.followRunner(ctx, p, linked, state, job.id)
+	if err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return Response{http.StatusServiceUnavailable, "moving the job's count to its runner's pool failed; redeliver later"}, attrs
+	}
+	attrs = append(attrs, moved...)
 	if state == reservation.InProgress && outcome == reservation.Applied {
 		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
 	}

@@ -57,6 +57,10 @@ func (failingStore) RecordRunner(_ context.Context, _ reservation.Delivery) (res
 	return 0, errors.New("throttled")
 }
 
+func (failingStore) FollowRunner(_ context.Context, _ string, _ int64, _ string) (string, bool, error) {
+	return "", false, errors.New("throttled")
+}
+
 // TestDeliveryMetricsAtLogLevelError: each delivery writes one metric record
 // under its outcome, and with the function at LogLevel ERROR every record still
 // passes Lambda's filter.

@@ -33,6 +33,7 @@ var ErrJobNotFound = errors.New("job not found")
 // Reservations is what gather reads of the reservation store (reservation.Store).
 type Reservations interface {
 	Unfinished(ctx context.Context, pool string) ([]reservation.Reservation, error)
+	MovedIn(ctx context.Context, pool string) ([]reservation.Reservation, error)
 	Job(ctx context.Context, pool string, job int64) (reservation.Reservation, bool, error)
 	UnroutedQueued(ctx context.Context) ([]reservation.Unrouted, error)
 }
@@ -158,6 +159,13 @@ func (g *Gatherer) input(ctx context.Context, p *pool.Pool) (status.Input, error
 	for _, r := range rs {
 		in.Jobs = append(in.Jobs, toJob(r))
 	}
+	moved, err := g.reservations.MovedIn(ctx, p.Name)
+	if err != nil {
+		return in, fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	for _, r := range moved {
+		in.MovedIn = append(in.MovedIn, toJob(r))
+	}
 	st, err := g.statuses.Get(ctx, p.Name)
 	if err != nil {
 		return in, err
@@ -231,7 +239,7 @@ func (g *Gatherer) names() []string {
 func toJob(r reservation.Reservation) status.Job {
 	j := status.Job{ID: r.JobID, RunID: r.RunID, Pool: r.Pool, Repository: r.Repository, State: r.State.String(),
 		Amount: r.Amount, FirstSeen: r.EffectiveTime, Expires: r.ExpirationTime, RunnerID: r.RunnerID,
-		RunnerName: r.RunnerName, Extensions: r.Extensions}
+		RunnerName: r.RunnerName, Extensions: r.Extensions, CountedIn: r.CountedIn, MovedBy: string(r.MovedBy)}
 	if r.Held() {
 		j.HeldSince = r.SeenWaiting.At()
 	}

@@ -139,7 +139,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock)
+	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock, reservation.WithPools(func(name string) bool { return pools.Pool(name) != nil }))
 	rec, err := reconcile.New(pools, kc, gh, env.Clock, env.Log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL,
 		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation,
 		RunnerListMaxAge: cfg.RunnerListMaxAge, Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})

@@ -1,0 +1,55 @@
+package webhook
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
+)
+
+// followRunner moves the count of a job routed to p that a runner of
+// runnerPool took (in_progress, or a completed that came first) to runnerPool
+// (reservation.Store.FollowRunner): GitHub gives a job to any runner whose
+// labels cover it, so a runner created for one pool's job can take another
+// pool's. The pool that counted the job stops counting it, and runnerPool
+// counts it while it runs, so the job its runner was created for gets another
+// runner: an in_progress that moved a job nudges runnerPool. The move is
+// repeated whole by a redelivery (a job already counted in runnerPool is not
+// moved), so a failure fails the delivery and GitHub redelivers.
+//
+// A job on a runner of its own pool is counted elsewhere only when its pool
+// spilled it (overflowTo); otherwise, and for a `completed`, which ends the
+// count wherever it is, such a delivery reads nothing.
+func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, jobID int64) ([]slog.Attr, error) {
+	if p == nil || runnerPool == nil || state < reservation.InProgress {
+		return nil, nil
+	}
+	if runnerPool.Name == p.Name && (state == reservation.Completed || p.OverflowTo == "") {
+		return nil, nil
+	}
+	from, moved, err := h.store.FollowRunner(ctx, p.Name, jobID, runnerPool.Name)
+	if err != nil || !moved {
+		return nil, err
+	}
+	attrs := []slog.Attr{slog.String("countMovedFrom", from), slog.String("countedIn", runnerPool.Name)}
+	if runnerPool.Name != p.Name {
+		h.countOnAnotherPoolsRunner(ctx, runnerPool.Name)
+	}
+	if state == reservation.InProgress {
+		attrs = append(attrs, h.nudge(ctx, sweepevent.Event{Pool: runnerPool.Name}))
+	}
+	return attrs, nil
+}
+
+// countOnAnotherPoolsRunner writes JobsOnAnotherPoolsRunner (1) under the pool
+// whose runner took a job routed to another pool.
+func (h *Handler) countOnAnotherPoolsRunner(ctx context.Context, runnerPool string) {
+	err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Pool": runnerPool},
+		Metrics: []emf.Metric{{Name: "JobsOnAnotherPoolsRunner", Unit: emf.Count, Value: 1}}})
+	if err != nil {
+		h.log.WarnContext(ctx, "cannot write the moved job's metric", "error", err)
+	}
+}

@@ -1,0 +1,116 @@
+package webhook_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
+	"github.com/runnerscaler/runnerscaler/internal/webhook"
+)
+
+// TestJobOnAnotherPoolsRunnerMovesItsCount: a job routed to octo that a runner
+// of elastic takes is counted in elastic from its in_progress on, and no longer
+// in octo; the move nudges elastic (for a runner for the job its runner was
+// made for) and writes one JobsOnAnotherPoolsRunner under elastic. A redelivery
+// moves nothing, nudges nobody and writes no second metric.
+func TestJobOnAnotherPoolsRunnerMovesItsCount(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, secret)
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
+	runner := runnername.Pod(runnername.New("elastic"))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
+	for _, body := range [][]byte{queued, inProgress, inProgress} {
+		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
+			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
+		}
+	}
+	const job = 289782451
+	if rs, err := e.store.Active(t.Context(), "octo"); err != nil || len(rs) != 0 {
+		t.Fatalf("octo counts %+v, %v; want nothing", rs, err)
+	}
+	if rs, err := e.store.Active(t.Context(), "elastic"); err != nil || len(rs) != 1 || rs[0].JobID != job || rs[0].Pool != "octo" {
+		t.Fatalf("elastic counts %+v, %v; want job %d of octo", rs, err, job)
+	}
+	want := []sweepevent.Event{{Pool: "octo", Jobs: []int64{job}}, {Pool: "elastic"}}
+	if !slices.EqualFunc(e.nudger.events, want, func(a, b sweepevent.Event) bool {
+		return a.Pool == b.Pool && slices.Equal(a.Jobs, b.Jobs) && slices.Equal(a.Finished, b.Finished)
+	}) {
+		t.Fatalf("nudges %+v, want %+v", e.nudger.events, want)
+	}
+	var moved []string
+	for _, line := range bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n")) {
+		var rec struct {
+			Pool                     string
+			JobsOnAnotherPoolsRunner *float64
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("metric line %s: %v", line, err)
+		}
+		if rec.JobsOnAnotherPoolsRunner != nil && *rec.JobsOnAnotherPoolsRunner == 1 {
+			moved = append(moved, rec.Pool)
+		}
+	}
+	if !slices.Equal(moved, []string{"elastic"}) {
+		t.Fatalf("JobsOnAnotherPoolsRunner written for %v, want once for elastic:\n%s", moved, out.String())
+	}
+}
+
+// TestSpilledJobOnItsOwnPoolsRunnerComesHome: a job of octo spilled to
+// elastic that a runner of octo takes anyway is counted in octo again, and no
+// JobsOnAnotherPoolsRunner is written: the runner is its own pool's.
+func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(strings.Replace(pools, "labels: [ubuntu-latest]\n", "labels: [ubuntu-latest]\n    overflowTo: elastic\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, secret)
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	if resp := h.Serve(t.Context(), headersFor("workflow_job", queued), queued); resp.Status != 200 {
+		t.Fatalf("queued: %d %s", resp.Status, resp.Reason)
+	}
+	rs, err := e.store.Active(t.Context(), "octo")
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("Active(octo) = %+v, %v", rs, err)
+	}
+	if moved, err := e.store.Spill(t.Context(), rs[0], "octo", "elastic"); err != nil || !moved {
+		t.Fatalf("Spill = %v, %v", moved, err)
+	}
+	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runnername.Pod(runnername.New("octo"))+`"`, 1))
+	if resp := h.Serve(t.Context(), headersFor("workflow_job", inProgress), inProgress); resp.Status != 200 {
+		t.Fatalf("in_progress: %d %s", resp.Status, resp.Reason)
+	}
+	if rs, err := e.store.Active(t.Context(), "octo"); err != nil || len(rs) != 1 || rs[0].Moved() {
+		t.Fatalf("octo counts %+v, %v; want its job, at home", rs, err)
+	}
+	if rs, err := e.store.Active(t.Context(), "elastic"); err != nil || len(rs) != 0 {
+		t.Fatalf("elastic counts %+v, %v; want nothing", rs, err)
+	}
+	if strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
+		t.Fatalf("a job on its own pool's runner was counted as on another pool's:\n%s", out.String())
+	}
+}
