@@ -93,10 +93,12 @@ const ReservePercent = 10
 // primary limit: full runner lists (registrations are recorded, and orphans
 // cleaned up, a sweep later; a runner about to be removed is read alone,
 // Client.Runner), webhook delivery logs (the schedule looks for lost
-// deliveries again) and the runner release check.
+// deliveries again), the runner release check and the reads of runner groups'
+// repository access (routing keeps the access last read). The lookup of a
+// group's id, which JIT configs need, is not deferred.
 func Deferrable(op Op) bool {
 	switch op {
-	case OpListRunners, OpListHookDeliveries, OpLatestRelease:
+	case OpListRunners, OpListHookDeliveries, OpLatestRelease, OpGetRunnerGroup, OpListGroupRepositories:
 		return true
 	}
 	return false

@@ -78,6 +78,8 @@ type Handler struct {
 	// to re-run those whose runner died under them (nil: none recorded).
 	failures Failures
 	waits    QueueWaits
+	// access is the runner groups' access routing checks (nil: none).
+	access *accessCache
 }
 
 // Failures records a job that failed or was cancelled on one of the
@@ -222,7 +224,12 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if !ok {
 		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
 	}
-	p, why := h.pools.Route(job.route)
+	var notes []slog.Attr
+	p, why := h.pools.Route(job.route, h.admission(ctx, &notes))
+	attrs = append(attrs, notes...)
+	if p != nil && why != "" {
+		attrs = append(attrs, slog.String("skipped", why))
+	}
 	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
 		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created,
 		AwaitsApproval: state == reservation.Queued && job.status == "waiting"}
@@ -401,6 +408,8 @@ type payload struct {
 	Deployment json.RawMessage `json:"deployment"`
 	Repository struct {
 		FullName string `json:"full_name"`
+		// Private: absent reads as private, so that no pool refuses the job for being public.
+		Private *bool `json:"private"`
 		Owner    struct {
 			Login string `json:"login"`
 			Type  string `json:"type"`
@@ -442,7 +451,7 @@ func parseJob(body []byte) (job, error) {
 		id: wj.ID, runID: wj.RunID, action: p.Action, status: wj.Status, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
 		runAttempt: wj.RunAttempt, conclusion: wj.Conclusion, started: optionalTime(wj.StartedAt), completed: optionalTime(wj.CompletedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
-			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
+			Enterprise: p.Enterprise.Slug, Labels: wj.Labels, Public: p.Repository.Private != nil && !*p.Repository.Private},
 	}, nil
 }
 
