@@ -42,7 +42,7 @@ type Access struct {
 	// Group is the group's name as the pools file writes it.
 	Group string
 	// GroupID is GitHub's id of the group.
-	GroupID int64
+	GroupID    int64
 	Visibility Visibility
 	// ETag is GitHub's for its answer about the group itself.
 	ETag string

@@ -191,3 +191,20 @@ func (s *Server) conditional(w http.ResponseWriter, r *http.Request, body []byte
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_, _ = w.Write(body)
 }
+
+// nextGroupIDLocked is a group id no group had (1 is Default's).
+func (s *Server) nextGroupIDLocked() int64 {
+	s.lastGroupID = max(s.lastGroupID+1, 2)
+	return s.lastGroupID
+}
+
+// ReplaceGroup deletes the group named name of scope sc, if it has one, and
+// makes a new one of that name, with a new id, as AddGroup does; it returns
+// the new id.
+func (s *Server) ReplaceGroup(sc scope.Scope, name string, repos []string) int64 {
+	s.mu.Lock()
+	key := sc.String()
+	s.groups[key] = slices.DeleteFunc(s.groups[key], func(g Group) bool { return strings.EqualFold(g.Name, name) })
+	s.mu.Unlock()
+	return s.AddGroup(sc, name, repos)
+}

@@ -118,6 +118,7 @@ type Server struct {
 	runners        map[int64]*Runner
 	nextID         int64
 	groups         map[string][]Group
+	lastGroupID    int64
 	calls          map[string]int
 	inject         []injected
 	exhaustedUntil time.Time
@@ -244,7 +245,7 @@ func (s *Server) AddGroup(sc scope.Scope, name string, repos []string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := sc.String()
-	id := int64(len(s.groups[key]) + 2) // 1 is Default
+	id := s.nextGroupIDLocked()
 	vis := "all"
 	if repos != nil {
 		vis = "selected"
