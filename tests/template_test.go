@@ -291,7 +291,7 @@ func TestIAMIsScoped(t *testing.T) {
 	t.Parallel()
 	tmpl := openTemplate(t)
 	want := map[string]map[string]string{
-		"WebhookFunction": {"dynamodb:UpdateItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
+		"WebhookFunction": {"dynamodb:UpdateItem": "GETATT:Table.Arn", "dynamodb:GetItem": "GETATT:Table.Arn", "secretsmanager:GetSecretValue": "REF:WebhookSecret",
 			"lambda:InvokeFunction": "REF:SweeperNudgeAlias"},
 		"SweeperFunction": {"dynamodb:GetItem": "GETATT:Table.Arn", "dynamodb:PutItem": "GETATT:Table.Arn", "dynamodb:UpdateItem": "GETATT:Table.Arn",
 			"dynamodb:Query":                "[GETATT:Table.Arn SUB:${Table.Arn}/index/" + table.ActiveIndex + "]",
