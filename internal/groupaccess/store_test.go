@@ -25,7 +25,7 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	in := groupaccess.Access{Scope: acme, Group: "GPUs", GroupID: 7, Visibility: groupaccess.Selected, ETag: `W/"g"`,
-		Pages: []groupaccess.Page{{ETag: `W/"1"`, Repositories: []string{"acme/a", "acme/b"}}, {ETag: `W/"2"`, Repositories: []string{"acme/c"}}},
+		Pages:  []groupaccess.Page{{ETag: `W/"1"`, Repositories: []string{"acme/a", "acme/b"}}, {ETag: `W/"2"`, Repositories: []string{"acme/c"}}},
 		ReadAt: at}
 	if err := s.Put(ctx, in); err != nil {
 		t.Fatal(err)

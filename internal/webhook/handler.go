@@ -410,7 +410,7 @@ type payload struct {
 		FullName string `json:"full_name"`
 		// Private: absent reads as private, so that no pool refuses the job for being public.
 		Private *bool `json:"private"`
-		Owner    struct {
+		Owner   struct {
 			Login string `json:"login"`
 			Type  string `json:"type"`
 		} `json:"owner"`
