@@ -76,6 +76,11 @@ func (c *Client) RunnerGroupAccess(ctx context.Context, s scope.Scope, name stri
 	if s.Kind() != scope.Organization {
 		return GroupAccess{}, fmt.Errorf("reading the access of runner group %q of %s: only organization groups: %w", name, s, errors.ErrUnsupported)
 	}
+	// Rate limited or near the limit, not even the group's id is looked up
+	// for this read (JIT configs look it up regardless).
+	if err := c.meter.admit(OpGetRunnerGroup); err != nil {
+		return GroupAccess{}, fmt.Errorf("reading runner group %q of %s: %w", name, s, err)
+	}
 	id, err := c.RunnerGroupID(ctx, s, name)
 	if err != nil {
 		return GroupAccess{}, err

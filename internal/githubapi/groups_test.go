@@ -67,7 +67,8 @@ func TestRunnerGroupAccessConditional(t *testing.T) {
 
 // TestRunnerGroupAccessVisibilities: a private or all group lists no
 // repositories (one request); an unknown group is ErrNotFound; an enterprise
-// group is not read; near the rate limit the read is deferred.
+// group is not read; near the rate limit the read is deferred, without a
+// request, also for a group whose id was never looked up.
 func TestRunnerGroupAccessVisibilities(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, githubsim.Options{})
@@ -98,8 +99,15 @@ func TestRunnerGroupAccessVisibilities(t *testing.T) {
 	if _, err := e.client.Runners(ctx, org); !errors.Is(err, githubapi.ErrDeferred) {
 		t.Fatalf("runners list near the limit: %v; want deferred (the rate left is known)", err)
 	}
-	if _, err := e.client.RunnerGroupAccess(ctx, org, "everyone", githubapi.GroupAccess{}); !errors.Is(err, githubapi.ErrDeferred) {
-		t.Fatalf("group access near the limit: %v; want deferred", err)
+	e.sim.AddGroup(org, "never-looked-up", nil)
+	calls = e.client.Stats().Calls
+	for _, name := range []string{"everyone", "never-looked-up"} {
+		if _, err := e.client.RunnerGroupAccess(ctx, org, name, githubapi.GroupAccess{}); !errors.Is(err, githubapi.ErrDeferred) {
+			t.Fatalf("access of group %s near the limit: %v; want deferred", name, err)
+		}
+	}
+	if n := e.client.Stats().Calls - calls; n != 0 {
+		t.Fatalf("deferred reads sent %d requests; want none, not even the lookup of a group's id", n)
 	}
 }
 

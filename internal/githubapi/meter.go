@@ -64,10 +64,7 @@ func (m *meter) snapshot() Stats {
 // call makes one API call of operation op through the gate and maps its error;
 // what says which call it was, for the error's text.
 func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Context) (*github.Response, error)) error {
-	if err := m.gate(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if err := m.deferral(op); err != nil {
+	if err := m.admit(op); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	resp, err := do(ctx)
@@ -81,6 +78,15 @@ func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Co
 		return fmt.Errorf("%s: %w", what, m.classify(op, resp, err))
 	}
 	return nil
+}
+
+// admit is what call checks before a request of op: the rate-limit gate,
+// then the deferral near the limit.
+func (m *meter) admit(op Op) error {
+	if err := m.gate(); err != nil {
+		return err
+	}
+	return m.deferral(op)
 }
 
 // ReservePercent: below this share of its primary limit left, an identity

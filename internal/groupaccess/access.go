@@ -80,7 +80,7 @@ func (a Access) Admits(repository string, public bool) (ok bool, why string) {
 		if slices.ContainsFunc(a.Repositories(), func(r string) bool { return strings.EqualFold(r, repository) }) {
 			return true, ""
 		}
-		return false, fmt.Sprintf("the group admits %d selected repositories", len(a.Repositories()))
+		return false, fmt.Sprintf("not among the group's selected repositories (%d)", len(a.Repositories()))
 	case Private:
 		if !public {
 			return true, ""

@@ -24,8 +24,8 @@ func TestAdmits(t *testing.T) {
 	}{
 		{"selected, listed on the first page", selected, "acme/one", false, true, ""},
 		{"selected, listed on a later page, other case", selected, "ACME/two", true, true, ""},
-		{"selected, not listed", selected, "acme/three", false, false, "admits 2 selected repositories"},
-		{"selected, none listed", groupaccess.Access{Visibility: groupaccess.Selected}, "acme/one", false, false, "admits 0 selected"},
+		{"selected, not listed", selected, "acme/three", false, false, "not among the group's selected repositories (2)"},
+		{"selected, none listed", groupaccess.Access{Visibility: groupaccess.Selected}, "acme/one", false, false, "selected repositories (0)"},
 		{"private, private repository", groupaccess.Access{Visibility: groupaccess.Private}, "acme/one", false, true, ""},
 		{"private, public repository", groupaccess.Access{Visibility: groupaccess.Private}, "acme/one", true, false, "private repositories only"},
 		{"all", groupaccess.Access{Visibility: groupaccess.All}, "acme/one", true, true, ""},
