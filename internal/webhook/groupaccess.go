@@ -8,8 +8,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
@@ -64,10 +66,22 @@ func (c *accessCache) get(ctx context.Context, s scope.Scope, group string, now 
 	return a, found, nil
 }
 
+// GroupRefusalsMetric counts, per pool (dimension Pool), the `queued`
+// deliveries whose job routing did not give the pool because its runner
+// group does not admit the job's repository.
+const GroupRefusalsMetric = "JobsRefusedByGroup"
+
+// refusals gathers what routing's group check did for one delivery: notes for
+// its log line, and the pools it refused.
+type refusals struct {
+	notes []slog.Attr
+	pools []string
+}
+
 // admission is routing's check of the pools' runner groups for one delivery;
 // nil (every pool admits) without WithGroupAccess. A group whose access cannot
-// be read is not checked, and notes says so for the delivery's log line.
-func (h *Handler) admission(ctx context.Context, notes *[]slog.Attr) pool.Admission {
+// be read is not checked, and r's notes say so.
+func (h *Handler) admission(ctx context.Context, r *refusals) pool.Admission {
 	if h.access == nil {
 		return nil
 	}
@@ -77,15 +91,31 @@ func (h *Handler) admission(ctx context.Context, notes *[]slog.Attr) pool.Admiss
 		}
 		a, found, err := h.access.get(ctx, p.Scope(), p.Group, h.clock.Now())
 		if err != nil {
-			*notes = append(*notes, slog.String("groupAccess", fmt.Sprintf("pool %s not checked: %v", p.Name, err)))
+			r.notes = append(r.notes, slog.String("groupAccess", fmt.Sprintf("pool %s not checked: %v", p.Name, err)))
 			return true, ""
 		}
 		if !found {
 			return true, ""
 		}
 		if ok, detail := a.Admits(j.Repository, j.Public); !ok {
+			r.pools = append(r.pools, p.Name)
 			return false, fmt.Sprintf("group %s of pool %s does not admit repository %s (%s)", p.Group, p.Name, j.Repository, detail)
 		}
 		return true, ""
+	}
+}
+
+// countRefusals writes GroupRefusalsMetric (1) for each pool a `queued`
+// delivery's routing refused; deliveries in other states write nothing.
+func (h *Handler) countRefusals(ctx context.Context, state reservation.State, r refusals) {
+	if state != reservation.Queued {
+		return
+	}
+	for _, p := range r.pools {
+		err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Pool": p},
+			Metrics: []emf.Metric{{Name: GroupRefusalsMetric, Unit: emf.Count, Value: 1}}})
+		if err != nil {
+			h.log.WarnContext(ctx, "cannot write the group refusal's metric", "error", err)
+		}
 	}
 }

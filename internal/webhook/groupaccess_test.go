@@ -1,9 +1,12 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -74,6 +78,7 @@ func (m *memAccess) readsOf(group string) int {
 
 type groupEnv struct {
 	handler *webhook.Handler
+	metrics *syncBuffer
 	store   *reservation.Store
 	access  *memAccess
 	clock   *clocktesting.FakeClock
@@ -88,10 +93,14 @@ func newGroupEnv(t *testing.T) *groupEnv {
 	}
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(fixtureTime)
-	e := &groupEnv{store: reservation.New(db, name, clk), clock: clk, logs: &syncBuffer{},
+	e := &groupEnv{store: reservation.New(db, name, clk), clock: clk, logs: &syncBuffer{}, metrics: &syncBuffer{},
 		access: &memAccess{items: map[string]groupaccess.Access{}, reads: map[string]int{}}}
+	metrics, err := emf.NewWriter(e.metrics, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.handler = webhook.New([]byte(secret), cfg, e.store, webhook.WithClock(clk), webhook.WithGroupAccess(e.access),
-		webhook.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))))
+		webhook.WithLogger(slog.New(slog.NewJSONHandler(e.logs, nil))), webhook.WithMetrics(metrics))
 	return e
 }
 
@@ -116,7 +125,8 @@ func (e *groupEnv) deliver(t *testing.T, id string, body []byte) (webhook.Respon
 // TestRoutingSkipsPoolsWhoseGroupRefusesTheRepository: a pool whose group, as
 // stored, does not admit the job's repository is skipped, and the job goes to
 // the next pool that fits, the log saying why; when none is left, the job is
-// unrouted with the reason, kept for status. A private-only group refuses a
+// unrouted with the reason, kept for status; each pool a queued delivery's
+// routing refused is counted (GroupRefusalsMetric). A private-only group refuses a
 // public repository and admits it once the delivery says private; a group of
 // which nothing is stored yet admits every repository, as before the check.
 func TestRoutingSkipsPoolsWhoseGroupRefusesTheRepository(t *testing.T) {
@@ -160,11 +170,35 @@ func TestRoutingSkipsPoolsWhoseGroupRefusesTheRepository(t *testing.T) {
 		t.Fatalf("job of a private repository: %d %q; want it recorded for pool inner", resp.Status, resp.Reason)
 	}
 
+	inProgress := []byte(strings.Replace(string(gpu), `"action": "queued"`, `"action": "in_progress"`, 1))
+	if resp, _ := e.deliver(t, "d-gpu-started", inProgress); resp.Status != 202 {
+		t.Fatalf("in_progress of the gpu job: %d %q; want 202, unrouted", resp.Status, resp.Reason)
+	}
+	if got := e.refusals(t); !slices.Equal(got, []string{"restricted", "restricted", "inner", "restricted"}) {
+		t.Fatalf("%s by pool, in order: %v; want one per pool each queued delivery's routing refused", webhook.GroupRefusalsMetric, got)
+	}
+
 	fresh := newGroupEnv(t) // nothing stored: routing as before the check
 	gpu = []byte(strings.Replace(string(gpu), `"id": 289782451`, `"id": 289782453`, 1))
 	if resp, _ := fresh.deliver(t, "d-fresh", gpu); resp.Status != 200 || !strings.HasSuffix(resp.Reason, "for pool restricted") {
 		t.Fatalf("with no access stored: %d %q; want it recorded for pool restricted", resp.Status, resp.Reason)
 	}
+}
+
+// refusals is the Pool of each GroupRefusalsMetric record written, in order.
+func (e *groupEnv) refusals(t *testing.T) []string {
+	t.Helper()
+	var pools []string
+	for _, line := range bytes.Split(bytes.TrimSpace(e.metrics.Bytes()), []byte("\n")) {
+		var rec map[string]any
+		if err := json.Unmarshal(line, &rec); err != nil {
+			t.Fatalf("metric line %s: %v", line, err)
+		}
+		if n, ok := rec[webhook.GroupRefusalsMetric].(float64); ok && n == 1 {
+			pools = append(pools, fmt.Sprint(rec["Pool"]))
+		}
+	}
+	return pools
 }
 
 // TestGroupAccessIsCachedAMinute: within GroupAccessTTL, deliveries read each

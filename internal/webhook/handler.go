@@ -224,9 +224,10 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if !ok {
 		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
 	}
-	var notes []slog.Attr
-	p, why := h.pools.Route(job.route, h.admission(ctx, &notes))
-	attrs = append(attrs, notes...)
+	var refused refusals
+	p, why := h.pools.Route(job.route, h.admission(ctx, &refused))
+	attrs = append(attrs, refused.notes...)
+	h.countRefusals(ctx, state, refused)
 	if p != nil && why != "" {
 		attrs = append(attrs, slog.String("skipped", why))
 	}
