@@ -44,18 +44,18 @@ func iamLike(pattern, s string) bool {
 }
 
 // TestWebhookKeepsToItsPartitions: every table statement of the webhook's role
-// allows only items whose partition key is one the webhook writes — jobs'
-// reservations, the jobs runners took, unrouted jobs — so the role cannot touch
-// the drain mark nor the deployment's items (a pool's lease and status share its
-// partition with its reservations: IAM cannot tell them apart, README Security).
+// allows only items whose partition key is one the webhook uses — it writes
+// jobs' reservations, the jobs runners took and unrouted jobs, and only reads
+// the runner groups' access — so the role cannot touch the drain mark nor the
+// deployment's items (a pool's lease and status share its partition with its
+// reservations: IAM cannot tell them apart, README Security).
 func TestWebhookKeepsToItsPartitions(t *testing.T) {
 	t.Parallel()
-	var tableStatements int
+	var writes, reads int
 	for _, st := range webhookStatements(t) {
 		if !actionsWithPrefix(st, "dynamodb:") {
 			continue
 		}
-		tableStatements++
 		cond, _ := st["Condition"].(map[string]any)
 		like, _ := cond["ForAllValues:StringLike"].(map[string]any)
 		patterns, _ := like["dynamodb:LeadingKeys"].([]any)
@@ -66,19 +66,34 @@ func TestWebhookKeepsToItsPartitions(t *testing.T) {
 		matches := func(pk string) bool {
 			return slices.ContainsFunc(patterns, func(p any) bool { return iamLike(fmt.Sprint(p), pk) })
 		}
-		for _, pk := range []string{table.PoolPK("linux-x64"), table.RunnerPK("linux-x64-bcdfg-0"), table.UnroutedPK} {
+		want := []string{table.PoolPK("linux-x64"), table.RunnerPK("linux-x64-bcdfg-0"), table.UnroutedPK}
+		if actions, _ := st["Action"].([]any); fmt.Sprint(actions) == "[dynamodb:GetItem]" {
+			reads++
+			want = []string{table.GroupAccessPK}
+			for _, pk := range []string{table.PoolPK("linux-x64"), table.RunnerPK("linux-x64-bcdfg-0"), table.UnroutedPK} {
+				if matches(pk) {
+					t.Errorf("the webhook may read partition %s (patterns %v): it reads the groups' access only", pk, patterns)
+				}
+			}
+		} else {
+			writes++
+			if matches(table.GroupAccessPK) {
+				t.Errorf("the webhook may write partition %s (patterns %v): the sweeper's", table.GroupAccessPK, patterns)
+			}
+		}
+		for _, pk := range want {
 			if !matches(pk) {
-				t.Errorf("the webhook may not write partition %s (patterns %v): it records its deliveries there", pk, patterns)
+				t.Errorf("statement %v does not cover partition %s (patterns %v): the webhook uses it", st["Action"], pk, patterns)
 			}
 		}
 		for _, pk := range []string{table.DrainPK, table.LegacyDrainPK, table.DeploymentPK} {
 			if matches(pk) {
-				t.Errorf("the webhook may write partition %s (patterns %v): it is the sweeper's or the teardown's", pk, patterns)
+				t.Errorf("the webhook may use partition %s (patterns %v): it is the sweeper's or the teardown's", pk, patterns)
 			}
 		}
 	}
-	if tableStatements == 0 {
-		t.Fatal("the webhook's role has no table statement: it could not record deliveries")
+	if writes == 0 || reads == 0 {
+		t.Fatalf("the webhook's role has %d writing and %d reading table statements: it could not record deliveries, or route past restricted groups", writes, reads)
 	}
 }
 

@@ -85,6 +85,20 @@ var operations = []opCase{
 			return err
 		})
 	}},
+	{githubapi.OpGetRunnerGroup, `^GET /orgs/acme/actions/runner-groups/\d+$`, func(t *testing.T, f *front) call {
+		f.sim.AddGroup(org, "big", []string{"acme/app"})
+		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
+			_, err := c.RunnerGroupAccess(ctx, org, "big", githubapi.GroupAccess{})
+			return err
+		})
+	}},
+	{githubapi.OpListGroupRepositories, `^GET /orgs/acme/actions/runner-groups/\d+/repositories$`, func(t *testing.T, f *front) call {
+		f.sim.AddGroup(org, "big", []string{"acme/app"})
+		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
+			_, err := c.RunnerGroupAccess(ctx, org, "big", githubapi.GroupAccess{})
+			return err
+		})
+	}},
 	{githubapi.OpInstallationToken, `^POST /app/installations/77/access_tokens$`, func(t *testing.T, f *front) call {
 		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
 			_, err := c.Runners(ctx, org)
@@ -201,6 +215,8 @@ func TestRateLimits(t *testing.T) {
 		{"secondary 403 creating the installation token", githubapi.OpInstallationToken, true, 403},
 		{"secondary 403 finding the installation", githubapi.OpFindInstallation, true, 403},
 		{"secondary 429 redelivering", githubapi.OpRedeliver, true, 429},
+		{"primary 403 reading a runner group", githubapi.OpGetRunnerGroup, false, 403},
+		{"secondary 429 listing a runner group's repositories", githubapi.OpListGroupRepositories, true, 429},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -64,10 +64,7 @@ func (m *meter) snapshot() Stats {
 // call makes one API call of operation op through the gate and maps its error;
 // what says which call it was, for the error's text.
 func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Context) (*github.Response, error)) error {
-	if err := m.gate(); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if err := m.deferral(op); err != nil {
+	if err := m.admit(op); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	resp, err := do(ctx)
@@ -83,6 +80,15 @@ func (m *meter) call(ctx context.Context, op Op, what string, do func(context.Co
 	return nil
 }
 
+// admit is what call checks before a request of op: the rate-limit gate,
+// then the deferral near the limit.
+func (m *meter) admit(op Op) error {
+	if err := m.gate(); err != nil {
+		return err
+	}
+	return m.deferral(op)
+}
+
 // ReservePercent: below this share of its primary limit left, an identity
 // sends only the calls that move jobs — JIT configs, registration tokens,
 // runner removals and reads of one runner, re-runs — and defers those that can
@@ -93,10 +99,12 @@ const ReservePercent = 10
 // primary limit: full runner lists (registrations are recorded, and orphans
 // cleaned up, a sweep later; a runner about to be removed is read alone,
 // Client.Runner), webhook delivery logs (the schedule looks for lost
-// deliveries again) and the runner release check.
+// deliveries again), the runner release check and the reads of runner groups'
+// repository access (routing keeps the access last read). The lookup of a
+// group's id, which JIT configs need, is not deferred.
 func Deferrable(op Op) bool {
 	switch op {
-	case OpListRunners, OpListHookDeliveries, OpLatestRelease:
+	case OpListRunners, OpListHookDeliveries, OpLatestRelease, OpGetRunnerGroup, OpListGroupRepositories:
 		return true
 	}
 	return false

@@ -16,13 +16,23 @@ type Job struct {
 	Enterprise string
 	// Labels are the job's `runs-on` labels.
 	Labels []string
+	// Public: the delivery says the repository is public (repository.private
+	// false). A delivery that does not say leaves it false.
+	Public bool
 }
+
+// Admission says whether a pool's runners can take a job of its repository
+// (GitHub hands a job only to runners whose group admits the repository), and
+// if not, why. Route asks it only about pools whose scope and labels fit.
+type Admission func(p *Pool, job Job) (admitted bool, why string)
 
 // Route returns the pool that should run job: among the pools whose scope covers
 // the job — repository first, then organization, then enterprise, each in file order —
 // the first whose labels (plus the implied ones) include every job label, compared
-// case-insensitively. With no match it returns nil and a reason for the log.
-func (c *Config) Route(job Job) (*Pool, string) {
+// case-insensitively, and that admit admits (nil admits every pool). With no
+// match it returns nil and a reason for the log. With a match after pools admit
+// refused, the reason says why each was skipped; otherwise it is "".
+func (c *Config) Route(job Job, admit Admission) (*Pool, string) {
 	var candidates []*Pool
 	candidates = append(candidates, c.byRepo[strings.ToLower(job.Repository)]...)
 	candidates = append(candidates, c.byOrg[strings.ToLower(job.Organization)]...)
@@ -31,10 +41,21 @@ func (c *Config) Route(job Job) (*Pool, string) {
 		return nil, fmt.Sprintf("no pool's scope covers repository %q (organization %q, enterprise %q)",
 			job.Repository, job.Organization, job.Enterprise)
 	}
+	var refused []string
 	for _, p := range candidates {
-		if p.Accepts(job.Labels) {
-			return p, ""
+		if !p.Accepts(job.Labels) {
+			continue
 		}
+		if admit != nil {
+			if ok, why := admit(p, job); !ok {
+				refused = append(refused, why)
+				continue
+			}
+		}
+		return p, strings.Join(refused, "; ")
+	}
+	if len(refused) > 0 {
+		return nil, strings.Join(refused, "; ")
 	}
 	names := make([]string, len(candidates))
 	for i, p := range candidates {

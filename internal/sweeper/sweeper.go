@@ -98,6 +98,9 @@ type Options struct {
 	DeliveryLog DeliveryLog
 	// Versions, when set, checks the pools' runner versions on each scheduled sweep.
 	Versions VersionCheck
+	// GroupAccess, when set, reads the pools' runner groups again on each
+	// scheduled sweep when what the table has of them is old (groupaccess.go).
+	GroupAccess GroupAccessRefresh
 	// Metrics, when set, receives the count of redelivered deliveries (Redeliveries).
 	Metrics *emf.Writer
 	// MaxRounds bounds how often one invocation sweeps a pool again because nudges
@@ -207,6 +210,9 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		s.recover(ctx)
 		if s.opts.Versions != nil {
 			s.opts.Versions.Check(ctx, s.configured())
+		}
+		if s.opts.GroupAccess != nil {
+			s.opts.GroupAccess.Refresh(ctx, s.configured())
 		}
 		all, err := s.forSchedule(ctx)
 		if err != nil {

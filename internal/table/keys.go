@@ -2,6 +2,7 @@ package table
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,6 +19,7 @@ import (
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
 //	RUNNER#<runner>   DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
+//	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             INDEX#active         the active index's marker (reservation)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
@@ -67,6 +69,11 @@ func DeathSK(fromMillis int64) string { return DeathSKPrefix + strconv.FormatInt
 // re-run candidates (ActiveKey; reservations use PoolPK there).
 func PendingRerunsKey(pool string) string { return "RERUNS#" + pool }
 
+// GroupAccessSK is the sort key of the access item of runner group group of
+// scope (scope.Scope.String(), e.g. organization/acme), in GroupAccessPK; the
+// group's name is lower-cased, as GitHub's names are case-insensitive.
+func GroupAccessSK(scope, group string) string { return scope + "#" + strings.ToLower(group) }
+
 // WaitSKPrefix begins the sort key of every queue-wait item (WaitSK).
 const WaitSKPrefix = "WAIT#"
 
@@ -83,6 +90,9 @@ const (
 	// UnroutedPK holds the jobs that asked for a self-hosted runner but matched
 	// no pool.
 	UnroutedPK = "UNROUTED"
+	// GroupAccessPK holds who may use each pool's runner group: the sweeper
+	// writes it, the webhook reads it (GroupAccessSK).
+	GroupAccessPK = "GROUPS"
 	// DeploymentPK holds the items about the whole deployment.
 	DeploymentPK = "TABLE"
 	// DrainPK holds the drain mark alone.

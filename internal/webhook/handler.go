@@ -80,6 +80,8 @@ type Handler struct {
 	// to re-run those whose runner died under them (nil: none recorded).
 	failures Failures
 	waits    QueueWaits
+	// access is the runner groups' access routing checks (nil: none).
+	access *accessCache
 }
 
 // Failures records a job that failed or was cancelled on one of the
@@ -224,7 +226,13 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	if !ok {
 		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
 	}
-	p, why := h.pools.Route(job.route)
+	var refused refusals
+	p, why := h.pools.Route(job.route, h.admission(ctx, &refused))
+	attrs = append(attrs, refused.notes...)
+	h.countRefusals(ctx, state, refused)
+	if p != nil && why != "" {
+		attrs = append(attrs, slog.String("skipped", why))
+	}
 	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
 		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created,
 		AwaitsApproval: state == reservation.Queued && job.status == "waiting"}
@@ -410,7 +418,9 @@ type payload struct {
 	Deployment json.RawMessage `json:"deployment"`
 	Repository struct {
 		FullName string `json:"full_name"`
-		Owner    struct {
+		// Private: absent reads as private, so that no pool refuses the job for being public.
+		Private *bool `json:"private"`
+		Owner   struct {
 			Login string `json:"login"`
 			Type  string `json:"type"`
 		} `json:"owner"`
@@ -451,7 +461,7 @@ func parseJob(body []byte) (job, error) {
 		id: wj.ID, runID: wj.RunID, action: p.Action, status: wj.Status, runnerID: wj.RunnerID, runnerName: wj.RunnerName, created: created,
 		runAttempt: wj.RunAttempt, conclusion: wj.Conclusion, started: optionalTime(wj.StartedAt), completed: optionalTime(wj.CompletedAt),
 		route: pool.Job{Repository: p.Repository.FullName, Organization: org,
-			Enterprise: p.Enterprise.Slug, Labels: wj.Labels},
+			Enterprise: p.Enterprise.Slug, Labels: wj.Labels, Public: p.Repository.Private != nil && !*p.Repository.Private},
 	}, nil
 }
 

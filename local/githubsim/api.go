@@ -27,7 +27,8 @@ func (s *Server) routes() {
 	for _, prefix := range []string{"/orgs/{org}", "/enterprises/{enterprise}"} {
 		s.handle("GET "+prefix+"/actions/runner-groups", s.authed(s.listGroups))
 	}
-	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/repositories", s.authed(s.groupRepositories))
+	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}", s.getGroup)
+	s.handle("GET /orgs/{org}/actions/runner-groups/{group_id}/repositories", s.groupRepositories)
 	s.handle("GET /app/hook/deliveries", s.listHookDeliveries)
 	s.handle("POST /app/hook/deliveries/{delivery_id}/attempts", s.redeliver)
 	s.handle("GET /repos/{owner}/{repo}/releases/latest", s.latestRelease)
@@ -241,24 +242,6 @@ func (s *Server) listGroups(w http.ResponseWriter, r *http.Request) {
 		list[i] = runnerGroupJSON(r.URL.Path, g) // payloads.go
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(groups), "runner_groups": list})
-}
-
-// groupRepositories: GET /orgs/{org}/actions/runner-groups/{group_id}/repositories.
-func (s *Server) groupRepositories(w http.ResponseWriter, r *http.Request) {
-	id, _ := strconv.ParseInt(r.PathValue("group_id"), 10, 64)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, g := range s.groups[scopeOf(r).String()] {
-		if g.ID == id {
-			repos := make([]map[string]any, len(g.Repositories))
-			for i, name := range g.Repositories {
-				repos[i] = map[string]any{"full_name": name}
-			}
-			writeJSON(w, http.StatusOK, map[string]any{"total_count": len(repos), "repositories": repos})
-			return
-		}
-	}
-	writeError(w, http.StatusNotFound, "Not Found")
 }
 
 func runnerJSON(x *Runner) map[string]any {

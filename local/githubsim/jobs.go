@@ -126,7 +126,8 @@ func (s *Server) queueLocked(j *Job) Job {
 }
 
 // AcquireJob gives runner id the oldest queued job it can run — its scope covers the
-// job's repository and its labels include every job label — marking the job in
+// job's repository, its labels include every job label and its runner group
+// admits the repository (groups.go) — marking the job in
 // progress and the runner busy, and emits the `in_progress` delivery. It returns
 // false when there is none (or the runner is busy or offline), and ErrRunnerGone
 // when the runner no longer exists.
@@ -153,7 +154,7 @@ func (s *Server) acquireLocked(id int64) (Job, bool, error) {
 	var best *Job
 	for _, j := range s.jobs {
 		if j.State == JobQueued && covers(rn.Scope, j.JobSpec) && hasLabels(rn.Labels, j.Labels) &&
-			(best == nil || j.ID < best.ID) {
+			s.admitsLocked(rn.Scope.String(), rn.GroupID, j.Repository) && (best == nil || j.ID < best.ID) {
 			best = j
 		}
 	}

@@ -141,6 +141,7 @@ func (s *Server) workflowJobPayload(j Job) map[string]any {
 		"repository": repositoryJSON(j.Repository, accountJSON(owner, ownerType), j.QueuedAt),
 		"sender":     accountJSON("sim-actor", "User"),
 	}
+	payload["repository"].(map[string]any)["private"] = s.repositoryPrivate(j.Repository)
 	if j.Labels == nil {
 		payload["workflow_job"].(map[string]any)["labels"] = []string{}
 	}

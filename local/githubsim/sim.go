@@ -118,6 +118,7 @@ type Server struct {
 	runners        map[int64]*Runner
 	nextID         int64
 	groups         map[string][]Group
+	lastGroupID    int64
 	calls          map[string]int
 	inject         []injected
 	exhaustedUntil time.Time
@@ -138,6 +139,8 @@ type Server struct {
 	liesTold int
 	budget   *budget         // nil: no limits but the primary one (budget.go)
 	releases []RunnerRelease // actions/runner's (releases.go)
+	// public: repositories made public (lower-cased full names; groups.go).
+	public map[string]bool
 }
 
 type installationToken struct {
@@ -152,7 +155,9 @@ type credential struct {
 	used     bool // JIT configs only: a runner started with it (they are single use)
 }
 
-// Group is a runner group and the repositories allowed to use it (nil: all).
+// Group is a runner group and who may use it (groups.go): Visibility
+// "selected" admits the Repositories, "private" the private repositories,
+// "all" every one.
 type Group struct {
 	ID           int64    `json:"id"`
 	Name         string   `json:"name"`
@@ -234,12 +239,13 @@ func (s *Server) Runner(id int64) (Runner, bool) {
 }
 
 // AddGroup adds a runner group to an organization or enterprise scope; repos
-// limits which repositories may use it (nil: all). It returns the group id.
+// limits which repositories may use it (nil: all; see SetGroupAccess). It
+// returns the group id.
 func (s *Server) AddGroup(sc scope.Scope, name string, repos []string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := sc.String()
-	id := int64(len(s.groups[key]) + 2) // 1 is Default
+	id := s.nextGroupIDLocked()
 	vis := "all"
 	if repos != nil {
 		vis = "selected"

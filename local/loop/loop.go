@@ -63,6 +63,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -274,7 +275,8 @@ func (l *Loop) build(ctx context.Context) error {
 	}
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log),
 		webhook.WithQueueWaits(queuewait.New(l.opts.DB, l.opts.Table, clock.RealClock{})),
-		webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table))}
+		webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table)),
+		webhook.WithGroupAccess(groupaccess.NewStore(l.opts.DB, l.opts.Table))}
 	if l.opts.WebhookMetrics != nil {
 		metrics, err := emf.NewWriter(l.opts.WebhookMetrics, "")
 		if err != nil {
@@ -423,7 +425,9 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 		return err
 	}
 	// The runner versions as the deployment checks them (sweeper/wiring).
-	sopts := sweeper.Options{Versions: runnerversion.New(runnerversion.NewStore(l.opts.DB, l.opts.Table), l.gh, clk, l.opts.Log, l.emf)}
+	sopts := sweeper.Options{Versions: runnerversion.New(runnerversion.NewStore(l.opts.DB, l.opts.Table), l.gh, clk, l.opts.Log, l.emf),
+		GroupAccess: groupaccess.NewRefresher(groupaccess.NewStore(l.opts.DB, l.opts.Table),
+			sweeper.GroupAccessGitHub{GitHub: l.gh}, clk, l.opts.Log)}
 	if l.recoverer != nil {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)

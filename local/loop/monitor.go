@@ -510,7 +510,7 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 		if len(ids) < 2 || ids[0] != j.ID {
 			continue
 		}
-		if p, _ := cfg.Route(routeOf(j)); p != nil && p.IsEphemeral() {
+		if p, _ := cfg.Route(routeOf(j), l.admits); p != nil && p.IsEphemeral() {
 			l.Monitor.judge(j.RunnerName, "runs "+j.RunnerName, "ephemeral runner %s ran %d jobs %v", j.RunnerName, len(ids), ids)
 		}
 	}
@@ -541,7 +541,7 @@ func (l *Loop) judgeWaits(ctx context.Context, jobs []githubsim.Job) {
 	outstanding := map[string]int{}
 	waiting := map[string][]githubsim.Job{} // pool → its jobs queued beyond the bound
 	for _, j := range jobs {
-		p, _ := cfg.Route(routeOf(j))
+		p, _ := cfg.Route(routeOf(j), l.admits)
 		if p == nil || j.State == githubsim.JobCompleted {
 			continue
 		}

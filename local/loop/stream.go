@@ -123,7 +123,7 @@ func (l *Loop) Stats(ctx context.Context) []PoolStats {
 		byPool[name] = &PoolStats{Pool: name}
 	}
 	for _, j := range l.Sim.Jobs() {
-		p, _ := l.Pools().Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels})
+		p, _ := l.Pools().Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels}, l.admits)
 		if p == nil {
 			continue
 		}

@@ -6,6 +6,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
@@ -28,6 +29,8 @@ var (
 	_ sweeper.DrainMark     = (*drain.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
 	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)
+	_ groupaccess.GitHub    = sweeper.GroupAccessGitHub{GitHub: (*githubapi.Router)(nil)}
+	_ groupaccess.Records   = (*groupaccess.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)
 	_ reconcile.JobLinks    = (*reservation.Store)(nil)
 	_ reconcile.Reruns      = (*rerun.Store)(nil)

@@ -25,6 +25,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/lease"
@@ -153,6 +154,8 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	// The first pool's credentials read actions/runner's releases (any can).
 	opts.Versions = runnerversion.New(runnerversion.NewStore(c.DynamoDB, cfg.TableName),
 		runnerversion.RouterReleases{Router: gh, Scope: pools.Pools[0].Scope()}, env.Clock, env.Log, metrics)
+	opts.GroupAccess = groupaccess.NewRefresher(groupaccess.NewStore(c.DynamoDB, cfg.TableName),
+		sweeper.GroupAccessGitHub{GitHub: gh}, env.Clock, env.Log)
 	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package wiring
 
 import (
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -15,4 +16,5 @@ var (
 	_ webhook.UnroutedRecorder = (*reservation.Store)(nil)
 	_ webhook.Nudger           = (*nudge.Lambda)(nil)
 	_ webhook.Failures         = (*rerun.Store)(nil)
+	_ webhook.GroupAccess      = (*groupaccess.Store)(nil)
 )

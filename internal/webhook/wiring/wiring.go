@@ -16,6 +16,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/nudge"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
@@ -107,6 +108,7 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 	}
 	store := reservation.New(c.DynamoDB, cfg.TableName, clk)
 	opts = append(opts, webhook.WithQueueWaits(queuewait.New(c.DynamoDB, cfg.TableName, clk)))
+	opts = append(opts, webhook.WithGroupAccess(groupaccess.NewStore(c.DynamoDB, cfg.TableName)))
 	log.Info("webhook ready", "config", cfg, "pools", len(pools.Pools))
 	return webhook.New(secret, pools, store, opts...), nil
 }

@@ -1,0 +1,87 @@
+package groupaccess
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/internal/table"
+)
+
+// API is the part of the DynamoDB client the store uses: the webhook only
+// reads (GetItem), the sweeper also writes (PutItem).
+type API interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// Store keeps one item per scope and group (PK=GROUPS, SK=<scope>#<group>).
+type Store struct {
+	db    API
+	table string
+}
+
+// NewStore returns the store of tableName.
+func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+
+type item struct {
+	Scope      string     `dynamodbav:"scope"`
+	Group      string     `dynamodbav:"group"`
+	GroupID    int64      `dynamodbav:"groupId"`
+	Visibility string     `dynamodbav:"visibility"`
+	ETag       string     `dynamodbav:"etag"`
+	Pages      []itemPage `dynamodbav:"pages"`
+	ReadAt     time.Time  `dynamodbav:"readAt"`
+}
+
+type itemPage struct {
+	ETag         string   `dynamodbav:"etag"`
+	Repositories []string `dynamodbav:"repositories"`
+}
+
+// Get returns what is stored of group of scope s; false when nothing is. The
+// read is eventually consistent: an item written a moment ago may be missed.
+func (st *Store) Get(ctx context.Context, s scope.Scope, group string) (Access, bool, error) {
+	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table),
+		Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(s.String(), group))})
+	if err != nil {
+		return Access{}, false, fmt.Errorf("reading the access of runner group %q of %s: %w", group, s, err)
+	}
+	if out.Item == nil {
+		return Access{}, false, nil
+	}
+	var it item
+	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
+		return Access{}, false, fmt.Errorf("decoding the access of runner group %q of %s: %w", group, s, err)
+	}
+	a := Access{Scope: s, Group: group, GroupID: it.GroupID, Visibility: Visibility(it.Visibility), ETag: it.ETag, ReadAt: it.ReadAt}
+	for _, p := range it.Pages {
+		a.Pages = append(a.Pages, Page{ETag: p.ETag, Repositories: p.Repositories})
+	}
+	return a, true, nil
+}
+
+// Put writes a, replacing what was stored of its scope and group.
+func (st *Store) Put(ctx context.Context, a Access) error {
+	it := item{Scope: a.Scope.String(), Group: a.Group, GroupID: a.GroupID, Visibility: string(a.Visibility),
+		ETag: a.ETag, ReadAt: a.ReadAt.UTC(), Pages: make([]itemPage, len(a.Pages))}
+	for i, p := range a.Pages {
+		it.Pages[i] = itemPage{ETag: p.ETag, Repositories: p.Repositories}
+	}
+	av, err := attributevalue.MarshalMap(it)
+	if err != nil {
+		return fmt.Errorf("encoding the access of runner group %q of %s: %w", a.Group, a.Scope, err)
+	}
+	for k, v := range table.Key(table.GroupAccessPK, table.GroupAccessSK(a.Scope.String(), a.Group)) {
+		av[k] = v
+	}
+	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.table), Item: av}); err != nil {
+		return fmt.Errorf("writing the access of runner group %q of %s: %w", a.Group, a.Scope, err)
+	}
+	return nil
+}

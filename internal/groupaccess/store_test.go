@@ -1,0 +1,48 @@
+package groupaccess_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestStoreRoundTrip: what Put writes, Get reads back, under the scope and
+// the group's name in any case; before any Put, and for another group, Get
+// finds nothing; a Put replaces the item.
+func TestStoreRoundTrip(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	s := groupaccess.NewStore(db, name)
+	ctx := t.Context()
+	if _, ok, err := s.Get(ctx, acme, "gpus"); err != nil || ok {
+		t.Fatalf("Get before any Put: %v, %v; want nothing", ok, err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	in := groupaccess.Access{Scope: acme, Group: "GPUs", GroupID: 7, Visibility: groupaccess.Selected, ETag: `W/"g"`,
+		Pages:  []groupaccess.Page{{ETag: `W/"1"`, Repositories: []string{"acme/a", "acme/b"}}, {ETag: `W/"2"`, Repositories: []string{"acme/c"}}},
+		ReadAt: at}
+	if err := s.Put(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Get(ctx, acme, "gpus")
+	if err != nil || !ok || got.GroupID != 7 || got.Visibility != groupaccess.Selected || got.ETag != in.ETag ||
+		!got.ReadAt.Equal(at) || len(got.Pages) != 2 || got.Pages[1].ETag != `W/"2"` ||
+		!slices.Equal(got.Repositories(), []string{"acme/a", "acme/b", "acme/c"}) {
+		t.Fatalf("Get = %+v, %v, %v; want what was put", got, ok, err)
+	}
+	if _, ok, err := s.Get(ctx, scope.Scope{Organization: "other"}, "gpus"); err != nil || ok {
+		t.Fatalf("another organization's group: %v, %v; want nothing", ok, err)
+	}
+	if err := s.Put(ctx, groupaccess.Access{Scope: acme, Group: "gpus", GroupID: 7, Visibility: groupaccess.Private, ReadAt: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.Get(ctx, acme, "GPUS"); got.Visibility != groupaccess.Private || len(got.Pages) != 0 {
+		t.Fatalf("after a second Put: %+v; want it replaced", got)
+	}
+}

@@ -1,0 +1,121 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/runnerscaler/runnerscaler/internal/emf"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+)
+
+// GroupAccess reads what the sweeper stored of who may use a runner group
+// (groupaccess.Store); false when nothing is stored yet.
+type GroupAccess interface {
+	Get(ctx context.Context, s scope.Scope, group string) (groupaccess.Access, bool, error)
+}
+
+// GroupAccessTTL is how long the handler keeps what it read of a group,
+// found or not, before it reads the table again: a delivery costs at most one
+// read per checked pool that fits the job, and most cost none.
+const GroupAccessTTL = 60 * time.Second
+
+// WithGroupAccess makes routing skip a pool whose runner group, as the
+// sweeper last read it, does not admit the job's repository (package
+// groupaccess). Without it, or before anything is stored of a group, every
+// pool admits every repository.
+func WithGroupAccess(g GroupAccess) Option {
+	return func(h *Handler) { h.access = &accessCache{src: g, entries: map[string]cachedAccess{}} }
+}
+
+// accessCache keeps the groups' access for GroupAccessTTL, in the warm
+// function's memory.
+type accessCache struct {
+	src     GroupAccess
+	mu      sync.Mutex
+	entries map[string]cachedAccess
+}
+
+type cachedAccess struct {
+	access groupaccess.Access
+	found  bool
+	at     time.Time
+}
+
+func (c *accessCache) get(ctx context.Context, s scope.Scope, group string, now time.Time) (groupaccess.Access, bool, error) {
+	key := s.String() + "#" + strings.ToLower(group)
+	c.mu.Lock()
+	e, ok := c.entries[key]
+	c.mu.Unlock()
+	if ok && now.Sub(e.at) < GroupAccessTTL {
+		return e.access, e.found, nil
+	}
+	a, found, err := c.src.Get(ctx, s, group)
+	if err != nil {
+		return groupaccess.Access{}, false, err
+	}
+	c.mu.Lock()
+	c.entries[key] = cachedAccess{access: a, found: found, at: now}
+	c.mu.Unlock()
+	return a, found, nil
+}
+
+// GroupRefusalsMetric counts, per pool (dimension Pool), the `queued`
+// deliveries whose job routing did not give the pool because its runner
+// group does not admit the job's repository.
+const GroupRefusalsMetric = "JobsRefusedByGroup"
+
+// refusals gathers what routing's group check did for one delivery: notes for
+// its log line, and the pools it refused.
+type refusals struct {
+	notes []slog.Attr
+	pools []string
+}
+
+// admission is routing's check of the pools' runner groups for one delivery;
+// nil (every pool admits) without WithGroupAccess. A group whose access cannot
+// be read is not checked, and r's notes say so.
+func (h *Handler) admission(ctx context.Context, r *refusals) pool.Admission {
+	if h.access == nil {
+		return nil
+	}
+	return func(p *pool.Pool, j pool.Job) (bool, string) {
+		if !groupaccess.Checked(p) {
+			return true, ""
+		}
+		a, found, err := h.access.get(ctx, p.Scope(), p.Group, h.clock.Now())
+		if err != nil {
+			r.notes = append(r.notes, slog.String("groupAccess", fmt.Sprintf("pool %s not checked: %v", p.Name, err)))
+			return true, ""
+		}
+		if !found {
+			return true, ""
+		}
+		if ok, detail := a.Admits(j.Repository, j.Public); !ok {
+			r.pools = append(r.pools, p.Name)
+			return false, fmt.Sprintf("group %s of pool %s does not admit repository %s (%s)", p.Group, p.Name, j.Repository, detail)
+		}
+		return true, ""
+	}
+}
+
+// countRefusals writes GroupRefusalsMetric (1) for each pool a `queued`
+// delivery's routing refused; deliveries in other states write nothing.
+func (h *Handler) countRefusals(ctx context.Context, state reservation.State, r refusals) {
+	if state != reservation.Queued {
+		return
+	}
+	for _, p := range r.pools {
+		err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Pool": p},
+			Metrics: []emf.Metric{{Name: GroupRefusalsMetric, Unit: emf.Count, Value: 1}}})
+		if err != nil {
+			h.log.WarnContext(ctx, "cannot write the group refusal's metric", "error", err)
+		}
+	}
+}
