@@ -88,13 +88,17 @@ func queuedID(d Delivery) string {
 
 // hold records a `waiting`: it creates the job's item held, or holds the
 // queued job it finds, in one conditional write; a job already held, or in
-// progress or completed, is Stale.
+// progress or completed, is Stale. The same write brings the count of a
+// spilled job home (move.go): the pointer in the pool it was spilled to lives
+// as long as the job's reservation did when it moved, not as long as an
+// approval may take.
 func (s *Store) hold(ctx context.Context, d Delivery) (Outcome, error) {
 	now := s.clock.Now()
 	names := map[string]string{
 		"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
 		"#eff": "effectiveTime", "#pool": "pool", "#job": "jobId", "#run": "runId", "#repo": "repository",
 		"#delivery": "deliveryId", "#active": table.ActiveKey, "#wait": "seenWaiting",
+		"#counted": "countedIn", "#why": "movedBy",
 	}
 	values := map[string]types.AttributeValue{
 		":queued":   table.Num(int64(Queued)),
@@ -114,7 +118,8 @@ func (s *Store) hold(ctx context.Context, d Delivery) (Outcome, error) {
 		Key:       table.Key(table.PoolPK(d.Pool), table.JobSK(d.JobID)),
 		UpdateExpression: aws.String("SET #state = :queued, #amount = :amount, #ttl = :ttl, #pool = :pool, #job = :job, " +
 			"#run = :run, #repo = :repo, #delivery = :delivery, #active = :active, #wait = :seen, " +
-			"#eff = if_not_exists(#eff, :now), #exp = if_not_exists(#exp, :now)" + jobUpdate(d, names, values)),
+			"#eff = if_not_exists(#eff, :now), #exp = if_not_exists(#exp, :now)" + jobUpdate(d, names, values) +
+			" REMOVE #counted, #why"),
 		ConditionExpression:       aws.String("attribute_not_exists(#state) OR (#state = :queued AND attribute_not_exists(#wait))"),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: values,

@@ -28,7 +28,8 @@ import (
 // pointer left behind by a move that lost its condition, by a crash between the
 // two writes, or by a later move, counts nothing; the home item alone decides.
 // Redelivered and reordered deliveries, and two sweepers, move nothing twice:
-// each finds the expected value gone.
+// each finds the expected value gone. A `waiting` brings a spilled job's count
+// home (hold): its approval may come after the pointer's TTL.
 
 // MoveReason says why a job is counted outside its home pool.
 type MoveReason string

@@ -2,12 +2,17 @@ package reservation_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
@@ -253,4 +258,43 @@ func TestCountedInARemovedPoolCountsAtHome(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpilledJobHeldForApprovalCountsOnceWhenReleased: a job spilled to big
+// and then held for its environment's approval counts nowhere while held, and
+// once released days later counts in exactly one pool, even after DynamoDB's
+// TTL has removed big's pointer, which was written for the job's first
+// reservation: the hold brings the count home.
+func TestSpilledJobHeldForApprovalCountsOnceWhenReleased(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	s := reservation.New(db, name, clk, reservation.WithMigrationWindow(0))
+	record(t, s, in("linux", gatedDelivery(1, "q1")), reservation.Applied)
+	if !spill(t, s, activeJob(t, s, "linux"), "linux", "big") {
+		t.Fatal("spill did not move the job")
+	}
+	wantCounted(t, s, "spilled to big", "big")
+	record(t, s, in("linux", gatedDelivery(1, "w")), reservation.Held)
+	wantCounted(t, s, "held for its approval")
+
+	clk.SetTime(clk.Now().Add(3 * 24 * time.Hour))
+	pointer := table.Key(table.PoolPK("big"), table.MovedSK(1))
+	out, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), Key: pointer, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl, ok := out.Item[table.TTLAttribute].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("big's pointer %v has no TTL", out.Item)
+	}
+	if expires, err := strconv.ParseInt(ttl.Value, 10, 64); err != nil || expires >= clk.Now().Unix() {
+		t.Fatalf("big's pointer expires at %s (%v), not before the approval", ttl.Value, err)
+	}
+	// DynamoDB's TTL may delete an expired item at any time: here it has.
+	if _, err := db.DeleteItem(t.Context(), &dynamodb.DeleteItemInput{TableName: aws.String(name), Key: pointer}); err != nil {
+		t.Fatal(err)
+	}
+	record(t, s, in("linux", gatedDelivery(1, "q2")), reservation.Released)
+	wantCounted(t, s, "approved three days later", "linux")
 }
