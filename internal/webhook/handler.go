@@ -276,7 +276,7 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
 			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
 	}
-	moved, err := h.followRunner(ctx, p, linked, state, job.id)
+	moved, err := h.followRunner(ctx, p, linked, state, job)
 	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
 		return Response{http.StatusServiceUnavailable, "moving the job's count to its runner's pool failed; redeliver later"}, attrs

@@ -22,15 +22,17 @@ import (
 //
 // A job on a runner of its own pool is counted elsewhere only when its pool
 // spilled it (overflowTo); otherwise, and for a `completed`, which ends the
-// count wherever it is, such a delivery reads nothing.
-func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, jobID int64) ([]slog.Attr, error) {
-	if p == nil || runnerPool == nil || state < reservation.InProgress {
+// count wherever it is, such a delivery reads nothing. A runner named like a
+// pool that does not take the job (scope and labels, pool.Pool.Takes) is not
+// that pool's: GitHub gives none of its runners the job. Its count stays.
+func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, j job) ([]slog.Attr, error) {
+	if p == nil || runnerPool == nil || state < reservation.InProgress || !runnerPool.Takes(j.route) {
 		return nil, nil
 	}
 	if runnerPool.Name == p.Name && (state == reservation.Completed || p.OverflowTo == "") {
 		return nil, nil
 	}
-	from, moved, err := h.store.FollowRunner(ctx, p.Name, jobID, runnerPool.Name)
+	from, moved, err := h.store.FollowRunner(ctx, p.Name, j.id, runnerPool.Name)
 	if err != nil || !moved {
 		return nil, err
 	}

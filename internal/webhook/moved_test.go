@@ -14,6 +14,11 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
 
+// elasticTakesOctosJobs is pools with elastic in octo's organization, its
+// labels a superset of octo's: its runners can take octo's jobs.
+var elasticTakesOctosJobs = strings.Replace(pools, "repository: lineville/elastic-machines-testing\n    labels: [k8s]",
+	"organization: Octocoders\n    labels: [ubuntu-latest, k8s]", 1)
+
 // TestJobOnAnotherPoolsRunnerMovesItsCount: a job routed to octo that a runner
 // of elastic takes is counted in elastic from its in_progress on, and no longer
 // in octo; the move nudges elastic (for a runner for the job its runner was
@@ -21,7 +26,7 @@ import (
 // moves nothing, nudges nobody and writes no second metric.
 func TestJobOnAnotherPoolsRunnerMovesItsCount(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte(pools))
+	cfg, err := pool.Parse([]byte(elasticTakesOctosJobs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +117,46 @@ func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
 		t.Fatalf("a job on its own pool's runner was counted as on another pool's:\n%s", out.String())
+	}
+}
+
+// TestRunnerNamedLikeAPoolThatCannotTakeTheJobMovesNothing: an in_progress
+// whose runner is named like elastic's, a pool of another repository whose
+// runners GitHub never gives a job of octo's organization, moves nothing: the
+// runner is not ours, octo keeps counting its job, and elastic is neither
+// counted the job nor nudged to make a runner for it.
+func TestRunnerNamedLikeAPoolThatCannotTakeTheJobMovesNothing(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, secret)
+	var out bytes.Buffer
+	metrics, err := emf.NewWriter(&out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runnername.Pod(runnername.New("elastic"))+`"`, 1))
+	for _, body := range [][]byte{queued, inProgress} {
+		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
+			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
+		}
+	}
+	const job = 289782451
+	if rs, err := e.store.Active(t.Context(), "octo"); err != nil || len(rs) != 1 || rs[0].JobID != job || rs[0].Moved() {
+		t.Fatalf("octo counts %+v, %v; want its job %d, at home", rs, err, job)
+	}
+	if rs, err := e.store.Active(t.Context(), "elastic"); err != nil || len(rs) != 0 {
+		t.Fatalf("elastic counts %+v, %v; want nothing", rs, err)
+	}
+	if slices.Contains(e.nudger.pools, "elastic") {
+		t.Fatalf("elastic was nudged: %+v", e.nudger.events)
+	}
+	if strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
+		t.Fatalf("a runner that is not elastic's was counted as elastic's:\n%s", out.String())
 	}
 }
