@@ -149,12 +149,13 @@ func (s *stopper) drain(ctx context.Context) error {
 }
 
 // mayTakeWaitingJob: a job of the pool waits, and GitHub could hand it to this
-// runner, whose listener runs, and whose labels were not removed (withdraw). A runner GitHub lists offline cannot take it,
+// runner, whose listener runs, and whose labels were not removed (withdraw, or
+// GitHub's list, which shows a removal whose record on the pod did not stick). A runner GitHub lists offline cannot take it,
 // nor, maybe, one replaced for an outdated template (its labels may not be the
 // job's) or for a registration that timed out: holding those could keep the
 // slot the waiting job needs.
 func (s *stopper) mayTakeWaitingJob(pod *corev1.Pod) bool {
-	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline && !withdrawn(pod) &&
+	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline && !withdrawn(pod) && !s.unlabelled &&
 		!s.rn.outdated(s.sw.template.hash) && s.rn.phase != TimedOut
 }
 
@@ -224,6 +225,7 @@ func (s *stopper) ensureIdle(ctx context.Context) error {
 		return errWait
 	}
 	s.offline = !found || gr.Status != "online"
+	s.unlabelled = found && lacksLabels(gr.Labels, s.p.Labels)
 	if !found {
 		return nil // GitHub does not list it: RemoveRunner answers 404
 	}

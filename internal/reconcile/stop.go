@@ -82,6 +82,9 @@ type stopper struct {
 	checked time.Time
 	// offline: GitHub's list, read this tick, shows the runner offline or not at all.
 	offline bool
+	// unlabelled: GitHub's list, read this tick, shows the runner without any
+	// of its pool's custom labels (lacksLabels).
+	unlabelled bool
 }
 
 // gracefulStop runs the runner's stop steps in order as far as they go in this

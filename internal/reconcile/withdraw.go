@@ -3,6 +3,8 @@ package reconcile
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -57,4 +59,12 @@ func (s *stopper) withdraw(ctx context.Context) error {
 func withdrawn(pod *corev1.Pod) bool {
 	_, ok := podAnnotations(pod)[runnerpod.AnnotationLabelsRemoved]
 	return ok
+}
+
+// lacksLabels: the pool has custom labels and the runner, as GitHub lists it,
+// has none of them (compared case-insensitively): they were removed.
+func lacksLabels(runner, pool []string) bool {
+	return len(pool) > 0 && !slices.ContainsFunc(pool, func(l string) bool {
+		return slices.ContainsFunc(runner, func(r string) bool { return strings.EqualFold(r, l) })
+	})
 }

@@ -76,6 +76,27 @@ func TestWithdrawnRunnerIsNotHeldForAWaitingJob(t *testing.T) {
 	}
 }
 
+// TestUnrecordedLabelRemovalIsNotHeldForAWaitingJob: a sweep removed the
+// runner's labels on GitHub but its record on the pod did not stick (the
+// write failed, or the pod had changed): GitHub lists the runner without its
+// pool's labels, so a job that waits does not hold it either. It can take no
+// job of its pool, and held it would keep a slot that job needs.
+func TestUnrecordedLabelRemovalIsNotHeldForAWaitingJob(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.scaleDownAndConfirmIdle()
+	if err := w.gh.RemoveRunnerLabels(t.Context(), w.pool.Scope(), w.id); err != nil {
+		t.Fatal(err)
+	}
+	waiting := scaling.Decision{Desired: 0, Queued: 1} // a job of the pool waits
+	if err := w.rec.Reconcile(t.Context(), w.pool, waiting, &w.status); err != nil {
+		t.Fatal(err)
+	}
+	if pod := w.pod(w.name + "-0"); pod.DeletionTimestamp == nil {
+		t.Fatal("a runner GitHub lists without its labels was held for a job it cannot take")
+	}
+}
+
 // TestLabelRemovalFailureKeepsThePod: GitHub fails the label removal (5xx):
 // the pod is not deleted, and the next sweep tries again.
 func TestLabelRemovalFailureKeepsThePod(t *testing.T) {
