@@ -1,6 +1,7 @@
 package reservation_test
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"testing"
@@ -297,4 +298,47 @@ func TestSpilledJobHeldForApprovalCountsOnceWhenReleased(t *testing.T) {
 	}
 	record(t, s, in("linux", gatedDelivery(1, "q2")), reservation.Released)
 	wantCounted(t, s, "approved three days later", "linux")
+}
+
+// laggingIndex answers the active index's queries with the answer it gave
+// when lag was set, as an index that has not caught up with later writes.
+type laggingIndex struct {
+	reservation.API
+	lag  bool
+	last map[string]*dynamodb.QueryOutput
+}
+
+func (l *laggingIndex) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	if in.IndexName == nil || *in.IndexName != table.ActiveIndex {
+		return l.API.Query(ctx, in, opts...)
+	}
+	key := in.ExpressionAttributeValues[":pk"].(*types.AttributeValueMemberS).Value
+	if out, ok := l.last[key]; ok && l.lag {
+		return out, nil
+	}
+	out, err := l.API.Query(ctx, in, opts...)
+	if err == nil {
+		l.last[key] = out
+	}
+	return out, err
+}
+
+// TestMoveHomeWhileTheIndexLags: a spilled job that a runner of its home
+// pool takes counts at home even while the home pool's index still shows it
+// counted in the overflow pool: it is not counted nowhere for a sweep.
+func TestMoveHomeWhileTheIndexLags(t *testing.T) {
+	t.Parallel()
+	idx := &laggingIndex{last: map[string]*dynamodb.QueryOutput{}}
+	s, _, _, _ := newStoreOver(t, func(db *dynamodb.Client) reservation.API { idx.API = db; return idx })
+	record(t, s, in("linux", delivery(1, reservation.Queued)), reservation.Applied)
+	if !spill(t, s, activeJob(t, s, "linux"), "linux", "big") {
+		t.Fatal("spill did not move the job")
+	}
+	wantCounted(t, s, "spilled to big", "big")
+	idx.lag = true
+	record(t, s, in("linux", delivery(1, reservation.InProgress)), reservation.Applied)
+	if _, moved := follow(t, s, "linux", "linux"); !moved {
+		t.Fatal("the job on its home pool's runner was not moved home")
+	}
+	wantCounted(t, s, "on its home pool's runner, the index lagging", "linux")
 }

@@ -351,7 +351,8 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 // reservation written a moment before may be missing, and a scheduled sweep then
 // counts it one sweep later. The jobs in nudged must not be missed — the jobs whose
 // deliveries asked for this sweep: each one the index lacks is read from the table
-// with a strongly consistent GetItem (and returned if it holds capacity).
+// with a strongly consistent GetItem (and returned if it holds capacity). So is
+// each job the index shows counted in another pool: it may have moved home.
 //
 // During the migration to the index (migrate.go) it reads whole partitions with
 // strong consistency instead, and misses nothing.
@@ -368,11 +369,18 @@ func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Res
 	if err != nil {
 		return nil, err
 	}
+	// A job the index shows counted in another pool may have moved home since:
+	// read like a nudged one, it is not counted nowhere while the index lags.
 	seen := make(map[int64]bool, len(rs))
+	reread := slices.Clone(nudged)
 	for _, r := range rs {
+		if s.counter(r) != pool {
+			reread = append(reread, r.JobID)
+			continue
+		}
 		seen[r.JobID] = true
 	}
-	for _, job := range nudged {
+	for _, job := range reread {
 		if seen[job] {
 			continue
 		}
