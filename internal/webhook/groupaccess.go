@@ -119,3 +119,27 @@ func (h *Handler) countRefusals(ctx context.Context, state reservation.State, r 
 		}
 	}
 }
+
+// homeBefore is, for a delivery after the job's first `queued` (waiting,
+// in_progress, completed), the first pool routing refused for its group that
+// already has the job's item: the group changed, or became known, after the
+// job was queued there, and the job's later deliveries belong on that item,
+// or it would count on, as a job still queued, after it ran. nil when the
+// delivery is a `queued` (routed by the groups as they are now) or no refused
+// pool has the job. Errors are DynamoDB failures: the delivery fails, for
+// GitHub to redeliver.
+func (h *Handler) homeBefore(ctx context.Context, state reservation.State, r refusals, jobID int64) (*pool.Pool, error) {
+	if state == reservation.Queued {
+		return nil, nil
+	}
+	for _, name := range r.pools {
+		_, ok, err := h.store.Job(ctx, name, jobID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return h.pools.Pool(name), nil
+		}
+	}
+	return nil, nil
+}

@@ -232,3 +232,31 @@ func TestGroupAccessIsCachedAMinute(t *testing.T) {
 			resp.Reason, e.access.readsOf("inner"), e.access.readsOf("selected-group"))
 	}
 }
+
+// TestLaterDeliveriesFindTheJobWhereItWasQueued: a job queued while its
+// pool's group admitted the repository (nothing stored yet) keeps that pool
+// as its home when the group refuses the repository by the time its
+// in_progress and completed arrive: they are recorded on its item there,
+// which stops counting, instead of on a new item in the next pool while the
+// first keeps a reservation for a job that already ran.
+func TestLaterDeliveriesFindTheJobWhereItWasQueued(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	e.access.set("selected-group", selectedAccess("Octocoders/other"))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	if resp, _ := e.deliver(t, "d-queued", queued); !strings.HasSuffix(resp.Reason, "for pool inner") {
+		t.Fatalf("queued: %d %q; want pool inner (nothing stored of its group)", resp.Status, resp.Reason)
+	}
+	e.access.set("inner", groupaccess.Access{Visibility: groupaccess.Private})
+	e.clock.Step(webhook.GroupAccessTTL)
+	for i, name := range []string{"in_progress.payload.json", "completed.success.with-organization.payload.json"} {
+		if resp, _ := e.deliver(t, fmt.Sprint("d-", i), fixture(t, "workflow_job/"+name)); resp.Status != 200 || !strings.HasSuffix(resp.Reason, "for pool inner") {
+			t.Fatalf("%s: %d %q; want it recorded for pool inner, where the job was queued", name, resp.Status, resp.Reason)
+		}
+	}
+	for _, p := range []string{"inner", "open"} {
+		if rs, err := e.store.Active(t.Context(), p); err != nil || len(rs) != 0 {
+			t.Fatalf("after the job completed, pool %s counts %+v, %v; want nothing", p, rs, err)
+		}
+	}
+}

@@ -57,6 +57,7 @@ type Recorder interface {
 	Record(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
 	RecordRunner(ctx context.Context, d reservation.Delivery) (reservation.Outcome, error)
 	FollowRunner(ctx context.Context, home string, job int64, runnerPool string) (from string, moved bool, err error)
+	Job(ctx context.Context, pool string, job int64) (r reservation.Reservation, ok bool, err error)
 }
 
 // Nudger asks the sweeper to reconcile one pool now, for the jobs named in the
@@ -230,6 +231,13 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	p, why := h.pools.Route(job.route, h.admission(ctx, &refused))
 	attrs = append(attrs, refused.notes...)
 	h.countRefusals(ctx, state, refused)
+	if home, err := h.homeBefore(ctx, state, refused, job.id); err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return Response{http.StatusServiceUnavailable, "reading where the job was queued failed; redeliver later"}, attrs
+	} else if home != nil {
+		p, why = home, ""
+		attrs = append(attrs, slog.String("homeBeforeGroupRefusal", home.Name))
+	}
 	if p != nil && why != "" {
 		attrs = append(attrs, slog.String("skipped", why))
 	}

@@ -57,6 +57,10 @@ func (failingStore) RecordRunner(_ context.Context, _ reservation.Delivery) (res
 	return 0, errors.New("throttled")
 }
 
+func (failingStore) Job(_ context.Context, _ string, _ int64) (reservation.Reservation, bool, error) {
+	return reservation.Reservation{}, false, errors.New("throttled")
+}
+
 func (failingStore) FollowRunner(_ context.Context, _ string, _ int64, _ string) (string, bool, error) {
 	return "", false, errors.New("throttled")
 }
