@@ -33,6 +33,9 @@ const (
 	Selected Visibility = "selected"
 	// Private: the organization's private repositories.
 	Private Visibility = "private"
+	// Unchecked: ours, not GitHub's: the group's repositories do not fit in
+	// its item (Store.Put), and routing does not check the group.
+	Unchecked Visibility = "unchecked"
 )
 
 // Access is who may use one runner group, as GitHub last said.

@@ -2,7 +2,9 @@ package groupaccess
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -66,8 +68,29 @@ func (st *Store) Get(ctx context.Context, s scope.Scope, group string) (Access, 
 	return a, true, nil
 }
 
-// Put writes a, replacing what was stored of its scope and group.
+// Put writes a, replacing what was stored of its scope and group. A group
+// whose repositories do not fit in one item (DynamoDB's 400 KB, about 5,000
+// repositories) is stored Unchecked, without them: kept, the last list that
+// fitted would refuse the repositories added since.
 func (st *Store) Put(ctx context.Context, a Access) error {
+	err := st.put(ctx, a)
+	if tooLarge(err) && len(a.Pages) > 0 {
+		return st.put(ctx, Access{Scope: a.Scope, Group: a.Group, GroupID: a.GroupID, Visibility: Unchecked, ReadAt: a.ReadAt})
+	}
+	return err
+}
+
+// tooLarge reports whether err is DynamoDB's refusal of an item over its size limit.
+func tooLarge(err error) bool {
+	var api interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	return errors.As(err, &api) && api.ErrorCode() == "ValidationException" &&
+		strings.Contains(api.ErrorMessage(), "Item size has exceeded the maximum allowed size")
+}
+
+func (st *Store) put(ctx context.Context, a Access) error {
 	it := item{Scope: a.Scope.String(), Group: a.Group, GroupID: a.GroupID, Visibility: string(a.Visibility),
 		ETag: a.ETag, ReadAt: a.ReadAt.UTC(), Pages: make([]itemPage, len(a.Pages))}
 	for i, p := range a.Pages {

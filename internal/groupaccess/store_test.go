@@ -1,7 +1,9 @@
 package groupaccess_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +46,43 @@ func TestStoreRoundTrip(t *testing.T) {
 	}
 	if got, _, _ := s.Get(ctx, acme, "GPUS"); got.Visibility != groupaccess.Private || len(got.Pages) != 0 {
 		t.Fatalf("after a second Put: %+v; want it replaced", got)
+	}
+}
+
+// TestGroupTooLargeForItsItemIsUnchecked: a group whose repositories no
+// longer fit in one item (DynamoDB's 400 KB) replaces what was stored of it
+// with an item that checks nothing, so routing admits every repository, those
+// added since the last read included, instead of refusing them by the old
+// list for as long as the group stays that large.
+func TestGroupTooLargeForItsItemIsUnchecked(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	s := groupaccess.NewStore(db, name)
+	ctx := t.Context()
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	small := groupaccess.Access{Scope: acme, Group: "big", GroupID: 7, Visibility: groupaccess.Selected,
+		Pages: []groupaccess.Page{{ETag: `W/"1"`, Repositories: []string{"acme/a"}}}, ReadAt: at}
+	if err := s.Put(ctx, small); err != nil {
+		t.Fatal(err)
+	}
+	large := small
+	large.Pages, large.ReadAt = nil, at.Add(time.Hour)
+	for p := range 60 {
+		page := groupaccess.Page{ETag: fmt.Sprintf(`W/"%d"`, p)}
+		for i := range 100 {
+			page.Repositories = append(page.Repositories, fmt.Sprintf("acme/%s-%02d-%02d", strings.Repeat("x", 60), p, i))
+		}
+		large.Pages = append(large.Pages, page)
+	}
+	if err := s.Put(ctx, large); err != nil {
+		t.Fatalf("Put of a group too large for its item: %v", err)
+	}
+	got, ok, err := s.Get(ctx, acme, "big")
+	if err != nil || !ok {
+		t.Fatalf("Get = %v, %v", ok, err)
+	}
+	added := large.Pages[59].Repositories[99]
+	if admitted, why := got.Admits(added, false); !admitted || got.Visibility != groupaccess.Unchecked || !got.ReadAt.Equal(large.ReadAt) {
+		t.Fatalf("after the too-large read: %+v admits %s: %v (%s); want unchecked, read at %s, admitting it", got.Visibility, added, admitted, why, large.ReadAt)
 	}
 }
