@@ -5,13 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
-	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -77,9 +72,7 @@ func TestJobWaitingForApprovalHoldsNoRunner(t *testing.T) {
 // as waiting for approval, not as queued.
 func (w *world) statusShowsWaitingForApproval(job int64) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk)
+	g := w.gatherer()
 	r, err := g.Report(w.t.Context(), "gate")
 	if err != nil {
 		w.t.Fatal(err)

@@ -5,15 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/status"
-	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -104,9 +99,7 @@ func TestRestrictedGroupRoutesToTheNextPool(t *testing.T) {
 // jobs no pool took, with why.
 func (w *world) statusShowsUnrouted(job int64, why string) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk)
+	g := w.gatherer()
 	r, err := g.Report(w.t.Context(), "")
 	if err != nil {
 		w.t.Fatal(err)

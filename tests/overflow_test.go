@@ -6,13 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
-	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -87,9 +82,7 @@ func TestSaturatedPoolSpillsOver(t *testing.T) {
 // spilled, in both pools.
 func (w *world) statusShowsSpilled(job int64) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk)
+	g := w.gatherer()
 	r, err := g.Report(w.t.Context(), "")
 	if err != nil {
 		w.t.Fatal(err)

@@ -7,12 +7,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -165,15 +161,13 @@ func (w *world) decided(pool string, job int64) rerun.Candidate {
 // of the failed job.
 func (w *world) traceShowsRerun(job int64, want string) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk, gather.WithReruns(rerun.NewStore(w.db, w.table)))
+	g := w.gatherer(gather.WithReruns(rerun.NewStore(w.db, w.table)))
 	tr, err := g.Trace(w.t.Context(), job)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	var out strings.Builder
-	if err := status.RenderTrace(&out, clk.Now(), tr); err != nil {
+	if err := status.RenderTrace(&out, time.Now(), tr); err != nil {
 		w.t.Fatal(err)
 	}
 	if tr.Rerun == nil || !strings.Contains(out.String(), want) {

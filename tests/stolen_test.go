@@ -7,13 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
-	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -79,9 +73,7 @@ func TestRunnerOfAnotherPoolTakesAJob(t *testing.T) {
 // status` to list it in both pools: counted by gpu, whose runner runs it.
 func (w *world) statusShowsStolen(job int64, runner string) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk)
+	g := w.gatherer()
 	text := fmt.Sprintf("job %d of pool linux runs on runner %s", job, runner)
 	var r status.Report
 	w.waitFor("status showing the linux job counted in gpu", 30*time.Second, func() bool {

@@ -5,15 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/utils/clock"
-
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/status"
-	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 )
@@ -130,9 +124,7 @@ func (w *world) waitForGroupAccess(sc scope.Scope, group string) {
 // approved).
 func (w *world) statusExplainsEveryWait(lin, gated int64) {
 	w.t.Helper()
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk)
+	g := w.gatherer()
 	seen, shown := map[string]bool{}, 0
 	want := []string{"linux job counted where it runs", "spill from big to spare", "approval"}
 	w.waitFor("status explaining every wait", 3*time.Minute, func() bool {

@@ -12,14 +12,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/poolstate"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
@@ -163,9 +159,7 @@ pools:
 		}
 	}
 
-	clk := clock.RealClock{}
-	g := gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk, gather.WithRunnerReleases(runnerversion.NewStore(w.db, w.table)))
+	g := w.gatherer(gather.WithRunnerReleases(runnerversion.NewStore(w.db, w.table)))
 	r, err := g.Report(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)

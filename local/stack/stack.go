@@ -281,6 +281,10 @@ func (s *Stack) startControllerManager(opts Options, bins string) error {
 		"--controllers=statefulset-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller,disruption-controller",
 		"--node-monitor-period=2s",
 		"--concurrent-statefulset-syncs=10",
+		// The default 20 requests a second, shared by its controllers, lets the
+		// disruption controller's status writes for thousands of runners' budgets
+		// starve the StatefulSet controller's pod creation for minutes.
+		"--kube-api-qps=200", "--kube-api-burst=400",
 		"--use-service-account-credentials=false")
 }
 
