@@ -26,21 +26,8 @@ var elasticTakesOctosJobs = strings.Replace(pools, "repository: lineville/elasti
 // moves nothing, nudges nobody and writes no second metric.
 func TestJobOnAnotherPoolsRunnerMovesItsCount(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte(elasticTakesOctosJobs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvWith(t, cfg, secret)
-	var out bytes.Buffer
-	metrics, err := emf.NewWriter(&out, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
-	runner := runnername.Pod(runnername.New("elastic"))
-	queued := fixture(t, "workflow_job/queued.payload.json")
-	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
-		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
+	e, h, out := movingHandler(t, elasticTakesOctosJobs)
+	queued, inProgress := onRunnerOf(t, "elastic")
 	for _, body := range [][]byte{queued, inProgress, inProgress} {
 		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
 			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
@@ -127,20 +114,8 @@ func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
 // counted the job nor nudged to make a runner for it.
 func TestRunnerNamedLikeAPoolThatCannotTakeTheJobMovesNothing(t *testing.T) {
 	t.Parallel()
-	cfg, err := pool.Parse([]byte(pools))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvWith(t, cfg, secret)
-	var out bytes.Buffer
-	metrics, err := emf.NewWriter(&out, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
-	queued := fixture(t, "workflow_job/queued.payload.json")
-	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
-		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runnername.Pod(runnername.New("elastic"))+`"`, 1))
+	e, h, out := movingHandler(t, pools)
+	queued, inProgress := onRunnerOf(t, "elastic")
 	for _, body := range [][]byte{queued, inProgress} {
 		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
 			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
@@ -159,4 +134,31 @@ func TestRunnerNamedLikeAPoolThatCannotTakeTheJobMovesNothing(t *testing.T) {
 	if strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
 		t.Fatalf("a runner that is not elastic's was counted as elastic's:\n%s", out.String())
 	}
+}
+
+// movingHandler is a handler of poolsYAML that nudges and writes metrics (to out).
+func movingHandler(t *testing.T, poolsYAML string) (*env, *webhook.Handler, *bytes.Buffer) {
+	t.Helper()
+	cfg, err := pool.Parse([]byte(poolsYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, cfg, secret)
+	out := &bytes.Buffer{}
+	metrics, err := emf.NewWriter(out, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics)), out
+}
+
+// onRunnerOf is GitHub's queued delivery of a job and its in_progress on a
+// runner named like the pool's.
+func onRunnerOf(t *testing.T, pool string) (queued, inProgress []byte) {
+	t.Helper()
+	runner := runnername.Pod(runnername.New(pool))
+	queued = fixture(t, "workflow_job/queued.payload.json")
+	inProgress = []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
+	return queued, inProgress
 }
