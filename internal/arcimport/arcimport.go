@@ -97,6 +97,10 @@ func Convert(sources []Source, opts Options) (Result, error) {
 	}
 	drafts := c.convert(objs)
 	names(c, drafts)
+	drafts, err := c.checked(drafts)
+	if err != nil {
+		return Result{}, err
+	}
 	slices.SortFunc(drafts, func(a, b *draft) int { return strings.Compare(a.name, b.name) })
 	slices.SortStableFunc(c.dropped, func(a, b Dropped) int {
 		if a.File != b.File {
@@ -162,6 +166,9 @@ func read(src Source) ([]*object, error) {
 		}
 		if isNull(root) {
 			continue
+		}
+		if err := duplicateKey(root); err != nil {
+			return nil, fmt.Errorf("%w: %s: document %d: %w", ErrInput, src.Name, doc, err)
 		}
 		if root.Kind != yaml.MappingNode {
 			return nil, fmt.Errorf("%w: %s: document %d: line %d: not a Kubernetes object (a mapping)", ErrInput, src.Name, doc, root.Line)

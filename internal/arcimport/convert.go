@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
 // ARC's API group and kinds.
@@ -235,6 +237,12 @@ func (c *converter) metadata(o *object, dr *draft, path string, md *yaml.Node) {
 			if reserved(key) {
 				c.drop(o, fmt.Sprintf("%s.%s[%q]", path, k, key), "the actions-runner/ and runnerscaler.dev/ keys are runnerscaler's own",
 					"leave it out: runnerscaler sets its own")
+				return
+			}
+			if k == "annotations" && (key == runnerpod.AnnotationSafeToEvict || key == runnerpod.AnnotationDoNotDisrupt) {
+				c.drop(o, fmt.Sprintf("%s.%s[%q]", path, k, key),
+					"runnerscaler sets it on a runner's pod while the runner runs a job (safe-to-evict \"false\", do-not-disrupt \"true\") and removes it when the runner is idle; the sweeper refuses a template that sets it",
+					"leave it out: an idle runner's node may then be emptied, a busy one's is kept")
 				return
 			}
 			kept.Content = append(kept.Content, str(key), clean(val))

@@ -1,6 +1,7 @@
 package arcimport
 
 import (
+	"fmt"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -119,4 +120,34 @@ func fromMapping(n *yaml.Node) *omap {
 	m := &omap{}
 	pairs(n, func(k string, v *yaml.Node) { m.set(k, clean(v)) })
 	return m
+}
+
+// duplicateKey finds a key written twice in one mapping of n. A YAML decoder
+// keeps only one of the two values (the API server the last), so a repeated
+// key — a second tolerations, a second dockerEnabled — silently drops the
+// first; the import refuses it instead, naming both lines.
+func duplicateKey(n *yaml.Node) error {
+	if n == nil || n.Kind == yaml.AliasNode {
+		return nil
+	}
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				continue
+			}
+			if line, dup := seen[k.Value]; dup {
+				return fmt.Errorf("line %d: key %q repeats the key of line %d: YAML keeps only one of the two values (the API server the last), so the other is lost; merge them into one",
+					k.Line, k.Value, line)
+			}
+			seen[k.Value] = k.Line
+		}
+	}
+	for _, c := range n.Content {
+		if err := duplicateKey(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -1,0 +1,43 @@
+package arcimport
+
+import (
+	"fmt"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// Check runs on a pools file what the sweeper runs on it when it starts, offline:
+// the load (pool.Parse) and the template checks (runnerpod.Validate). A file the
+// sweeper refuses stops every pool, so the import writes none.
+func Check(raw []byte) (*pool.Config, error) {
+	cfg, err := pool.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the sweeper's load refuses it: %w", err)
+	}
+	if err := runnerpod.Validate(cfg); err != nil {
+		return nil, fmt.Errorf("the sweeper's template checks refuse it: %w", err)
+	}
+	return cfg, nil
+}
+
+// checked keeps the drafts whose pool, alone in a file, passes Check; each
+// other is left out and listed with the check's error. The import carries
+// what it knows the sweeper refuses in another form or lists it; this is the
+// guarantee for what it does not foresee.
+func (c *converter) checked(drafts []*draft) ([]*draft, error) {
+	var kept []*draft
+	for _, dr := range drafts {
+		raw, err := render([]*draft{dr})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := Check(raw); err != nil {
+			c.drop(dr.src, "", fmt.Sprintf("%s: its pool %s is left out: %v", dr.src.ref(), dr.name, err),
+				"change the field the check names in the manifest (kubernetes.template is the runner pod's template) and import again")
+			continue
+		}
+		kept = append(kept, dr)
+	}
+	return kept, nil
+}
