@@ -6,6 +6,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,24 +158,50 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes and validates a pools file.
+// Parse decodes and validates a pools file. The error, if any, joins one
+// *Problem for each error found (see Problems): decoding goes on past an
+// unknown or badly typed field, and every pool is checked.
 func Parse(raw []byte) (*Config, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(raw, &doc); err != nil {
-		return nil, err
-	}
-	if len(doc.Content) == 0 {
-		return nil, errors.New("empty file: want a `pools:` list")
-	}
-	cfg := &Config{}
-	if err := decodeStrict(doc.Content[0], cfg, ""); err != nil {
-		return nil, err
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	cfg, _, problems := ParseAll(raw)
+	if len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = p
+		}
+		return nil, errors.Join(errs...)
 	}
 	cfg.index()
 	return cfg, nil
+}
+
+// ParseAll decodes and validates raw as far as it goes, for a report of every
+// problem at once (runnerscaler validate): the configuration as decoded (nil
+// when raw is not YAML or empty; a field that failed to decode is left zero), the
+// file's YAML root for positions, and the problems in the order found.
+func ParseAll(raw []byte) (*Config, *yaml.Node, []*Problem) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, []*Problem{syntaxProblem(err)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil, []*Problem{{Message: "empty file: want a `pools:` list"}}
+	}
+	root := doc.Content[0]
+	cfg := &Config{}
+	problems := decodeStrict(root, cfg, "")
+	return cfg, root, append(problems, cfg.validate(root, problems)...)
+}
+
+// yamlSyntax is yaml.v3's report of a file that is not YAML.
+var yamlSyntax = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func syntaxProblem(err error) *Problem {
+	m := yamlSyntax.FindStringSubmatch(err.Error())
+	if m == nil {
+		return &Problem{Message: err.Error()}
+	}
+	line, _ := strconv.Atoi(m[1])
+	return &Problem{Line: line, Column: 1, Where: "yaml", Message: m[2], showLine: true}
 }
 
 var (
@@ -182,37 +209,98 @@ var (
 	arches       = []string{"x64", "arm64", "arm"}
 )
 
-func (c *Config) validate() error {
+// validate checks every pool (root is the file's YAML) and returns a problem
+// for each check that fails, at the field it names. A check about a field that
+// already failed to decode (decoded) is not reported twice.
+func (c *Config) validate(root *yaml.Node, decoded []*Problem) []*Problem {
 	if len(c.Pools) == 0 {
-		return errors.New("pools: at least one pool is required")
+		return []*Problem{{Line: root.Line, Column: root.Column, Where: "pools", Message: "at least one pool is required", path: "pools"}}
 	}
+	var problems []*Problem
 	names := map[string]int{}
 	for i := range c.Pools {
 		p := &c.Pools[i]
-		where := fmt.Sprintf("pools[%d] (%s)", i, p.Name)
-		if j, dup := names[p.Name]; dup && p.Name != "" {
-			return fmt.Errorf("%s: name: duplicate of pools[%d]", where, j)
-		}
-		names[p.Name] = i
 		if p.Arch == "" {
 			p.Arch = "x64"
 		}
-		if err := p.validate(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
+		prefix := fmt.Sprintf("pools[%d]", i)
+		at, _ := Locate(root, prefix)
+		troubled := troubledFields(decoded, prefix)
+		errs := p.validate()
+		if j, dup := names[p.Name]; dup && p.Name != "" {
+			errs = append([]error{fmt.Errorf("name: duplicate of pools[%d]", j)}, errs...)
+		} else {
+			names[p.Name] = i
+		}
+		if err := c.validateOverflow(p); err != nil {
+			errs = append(errs, err)
+		}
+		for _, err := range errs {
+			field := FieldOf(err)
+			if troubled(field) {
+				continue
+			}
+			n, _ := Locate(at, field)
+			problems = append(problems, &Problem{Line: n.Line, Column: n.Column, Where: fmt.Sprintf("%s (%s)", prefix, p.Name),
+				Message: err.Error(), path: prefix + "." + field})
 		}
 	}
-	return c.validateOverflow()
+	return problems
 }
 
-func (p *Pool) validate() error {
-	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateReplicas,
-		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
-	for _, check := range checks {
-		if err := check(); err != nil {
-			return err
+// FieldOf is the path of the field a check's error is about: every check's
+// error begins with it, relative to the pool (`scheduledOverrides[0].endTime: ...`).
+func FieldOf(err error) string {
+	field, _, _ := strings.Cut(err.Error(), ": ")
+	return field
+}
+
+// troubledFields reports whether a field of the pool at prefix (or a field
+// under it, or over it) failed to decode, or is what an unknown field of it
+// was probably meant to be: a check of such a field says nothing new.
+func troubledFields(decoded []*Problem, prefix string) func(field string) bool {
+	var paths []string
+	for _, p := range decoded {
+		rel, ok := strings.CutPrefix(p.Where, prefix+".")
+		if !ok {
+			continue
+		}
+		paths = append(paths, rel)
+		if p.suggestion != "" {
+			parent := ""
+			if i := strings.LastIndex(rel, "."); i >= 0 {
+				parent = rel[:i+1]
+			}
+			paths = append(paths, parent+p.suggestion)
 		}
 	}
-	return nil
+	related := func(a, b string) bool {
+		return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(a, b+"[") ||
+			strings.HasPrefix(b, a+".") || strings.HasPrefix(b, a+"[")
+	}
+	return func(field string) bool {
+		for _, t := range paths {
+			for f := range strings.SplitSeq(field, "/") { // enterprise/organization/repository
+				if related(f, t) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+}
+
+// validate runs the pool's checks; each error begins with the field's path (FieldOf).
+func (p *Pool) validate() []error {
+	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateReplicas,
+		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
+	var errs []error
+	for _, check := range checks {
+		if err := check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 func (p *Pool) validateName() error {
@@ -287,6 +375,9 @@ func (p *Pool) validateTriggers() error {
 }
 
 func (p *Pool) validateOverrides() error {
+	if p.MaxReplicas == nil {
+		return nil // reported by validateReplicas
+	}
 	return validateWindows("scheduledOverrides", "minReplicas", p.ScheduledOverrides, *p.MaxReplicas)
 }
 

@@ -138,3 +138,23 @@ func TestUsesToken(t *testing.T) {
 		}
 	}
 }
+
+// TestParseReportsEveryProblem: Parse goes on past the first error, so that a
+// file is fixed in one round: each pool is checked, and each problem is an
+// error of its own with its position.
+func TestParseReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	base := "  - name: a\n    organization: org\n    maxReplicas: 3\n    kubernetes: {namespace: ns, image: runner:1}\n"
+	file := "pools:\n" + base + "    arch: amd64\n" + strings.ReplaceAll(base, "name: a", "name: b") + "    minReplicas: -1\n"
+	_, err := pool.Parse([]byte(file))
+	problems := pool.Problems(err)
+	if len(problems) != 2 {
+		t.Fatalf("problems = %v, want two", err)
+	}
+	if p := problems[0]; p.Line != 6 || p.Column != 5 || !strings.HasPrefix(p.Error(), `pools[0] (a): arch: "amd64"`) {
+		t.Errorf("first problem at %d:%d: %v", p.Line, p.Column, p)
+	}
+	if p := problems[1]; p.Line != 11 || p.Path() != "pools[1].minReplicas" {
+		t.Errorf("second problem at line %d, path %s: %v", p.Line, p.Path(), p)
+	}
+}

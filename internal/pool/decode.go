@@ -3,63 +3,77 @@ package pool
 import (
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
-// decodeStrict decodes node into out (a pointer to a struct) and reports the first
-// unknown field or badly typed value with its path from the document root, e.g.
-// `pools[0].scaleUpTriggers[1].amount: line 12: cannot unmarshal !!str "x" into int`.
-func decodeStrict(node *yaml.Node, out any, path string) error {
-	return decodeValue(node, reflect.ValueOf(out).Elem(), path)
+// decodeStrict decodes node into out (a pointer to a struct) and reports every
+// unknown field and badly typed value with its path from the document root and
+// its position, e.g. `pools[0].scaleUpTriggers[1].amount: line 12: cannot
+// unmarshal !!str "x" into int`. A field with a problem keeps its zero value.
+func decodeStrict(node *yaml.Node, out any, path string) []*Problem {
+	d := &decoder{}
+	d.value(node, reflect.ValueOf(out).Elem(), path)
+	return d.problems
 }
 
 var (
 	nodeType        = reflect.TypeFor[yaml.Node]()
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	// yamlLine is the position yaml.v3 and our UnmarshalYAMLs put in their errors;
+	// a Problem carries it apart.
+	yamlLine = regexp.MustCompile(`^line \d+: `)
 )
 
-func decodeValue(node *yaml.Node, v reflect.Value, path string) error {
+type decoder struct{ problems []*Problem }
+
+func (d *decoder) fail(node *yaml.Node, path, format string, args ...any) {
+	d.problems = append(d.problems, &Problem{Line: node.Line, Column: node.Column, Where: path,
+		Message: fmt.Sprintf(format, args...), showLine: true, path: path})
+}
+
+func (d *decoder) value(node *yaml.Node, v reflect.Value, path string) {
 	if node.Kind == yaml.AliasNode {
 		node = node.Alias
 	}
 	t := v.Type()
 	switch {
 	case t == nodeType || reflect.PointerTo(t).Implements(unmarshalerType):
-		return leaf(node, v, path)
+		d.leaf(node, v, path)
 	case t.Kind() == reflect.Pointer:
 		if node.Tag == "!!null" {
-			return nil
+			return
 		}
 		v.Set(reflect.New(t.Elem()))
-		return decodeValue(node, v.Elem(), path)
+		d.value(node, v.Elem(), path)
 	case t.Kind() == reflect.Struct && node.Kind == yaml.MappingNode:
-		return decodeStruct(node, v, path)
+		d.mapping(node, v, path)
 	case t.Kind() == reflect.Slice && node.Kind == yaml.SequenceNode:
 		v.Set(reflect.MakeSlice(t, len(node.Content), len(node.Content)))
 		for i, item := range node.Content {
-			if err := decodeValue(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
+			d.value(item, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
 		}
-		return nil
 	case t.Kind() == reflect.Struct || t.Kind() == reflect.Slice:
-		if node.Tag == "!!null" {
-			return nil
+		if node.Tag != "!!null" {
+			d.fail(node, path, "want a %s, got %s", shape(t), node.Tag)
 		}
-		return fmt.Errorf("%s: line %d: want a %s, got %s", path, node.Line, shape(t), node.Tag)
 	default:
-		return leaf(node, v, path)
+		d.leaf(node, v, path)
 	}
 }
 
-func decodeStruct(node *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) mapping(node *yaml.Node, v reflect.Value, path string) {
 	fields := map[string]int{}
+	var names []string
 	for i := range v.NumField() {
 		name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
 		if name != "" && name != "-" {
 			fields[name] = i
+			names = append(names, name)
 		}
 	}
 	seen := map[string]bool{}
@@ -67,26 +81,28 @@ func decodeStruct(node *yaml.Node, v reflect.Value, path string) error {
 		key, val := node.Content[i], node.Content[i+1]
 		fieldPath := join(path, key.Value)
 		idx, ok := fields[key.Value]
-		if !ok {
-			return fmt.Errorf("%s: line %d: unknown field", fieldPath, key.Line)
-		}
-		if seen[key.Value] {
-			return fmt.Errorf("%s: line %d: field given twice", fieldPath, key.Line)
-		}
-		seen[key.Value] = true
-		if err := decodeValue(val, v.Field(idx), fieldPath); err != nil {
-			return err
+		switch {
+		case !ok:
+			if s := suggest.Closest(key.Value, names); s != "" {
+				d.fail(key, fieldPath, "unknown field; did you mean %s?", s)
+				d.problems[len(d.problems)-1].suggestion = s
+			} else {
+				d.fail(key, fieldPath, "unknown field")
+			}
+		case seen[key.Value]:
+			d.fail(key, fieldPath, "field given twice")
+		default:
+			seen[key.Value] = true
+			d.value(val, v.Field(idx), fieldPath)
 		}
 	}
-	return nil
 }
 
-func leaf(node *yaml.Node, v reflect.Value, path string) error {
+func (d *decoder) leaf(node *yaml.Node, v reflect.Value, path string) {
 	if err := node.Decode(v.Addr().Interface()); err != nil {
 		msg := strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  ")
-		return fmt.Errorf("%s: %s", path, msg)
+		d.fail(node, path, "%s", yamlLine.ReplaceAllString(msg, ""))
 	}
-	return nil
 }
 
 func join(path, field string) string {

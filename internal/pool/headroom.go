@@ -45,7 +45,7 @@ func (h *Headroom) HeadroomImage() string {
 
 func (p *Pool) validateHeadroom() error {
 	h := p.Headroom
-	if h == nil {
+	if h == nil || p.MaxReplicas == nil { // no maxReplicas: reported by validateReplicas
 		return nil
 	}
 	if h.Replicas < 0 || h.Replicas > p.Max() {

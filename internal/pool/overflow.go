@@ -38,24 +38,19 @@ func (p *Pool) Covers(job Job) bool {
 	return p.Enterprise != "" && strings.EqualFold(p.Enterprise, job.Enterprise)
 }
 
-// validateOverflow checks every overflowTo: it names another pool of the file,
-// and following overflowTo from any pool never comes back to it.
-func (c *Config) validateOverflow() error {
-	for i := range c.Pools {
-		p := &c.Pools[i]
-		if p.OverflowTo == "" {
-			continue
-		}
-		where := fmt.Sprintf("pools[%d] (%s): overflowTo", i, p.Name)
-		switch {
-		case p.OverflowTo == p.Name:
-			return fmt.Errorf("%s: %q is the pool itself", where, p.OverflowTo)
-		case c.Pool(p.OverflowTo) == nil:
-			return fmt.Errorf("%s: no pool is named %q", where, p.OverflowTo)
-		}
-		if chain, ok := c.overflowCycle(p); ok {
-			return fmt.Errorf("%s: the overflow chain %s comes back to %s", where, strings.Join(chain, " -> "), p.Name)
-		}
+// validateOverflow checks p's overflowTo: it names another pool of the file,
+// and following overflowTo from p never comes back to it.
+func (c *Config) validateOverflow(p *Pool) error {
+	switch {
+	case p.OverflowTo == "":
+		return nil
+	case p.OverflowTo == p.Name:
+		return fmt.Errorf("overflowTo: %q is the pool itself", p.OverflowTo)
+	case c.Pool(p.OverflowTo) == nil:
+		return fmt.Errorf("overflowTo: no pool is named %q", p.OverflowTo)
+	}
+	if chain, ok := c.overflowCycle(p); ok {
+		return fmt.Errorf("overflowTo: the overflow chain %s comes back to %s", strings.Join(chain, " -> "), p.Name)
 	}
 	return nil
 }

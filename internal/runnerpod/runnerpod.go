@@ -10,6 +10,7 @@ package runnerpod
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -468,30 +469,38 @@ func merge(a, b map[string]string) map[string]string {
 	return out
 }
 
-// Validate checks every pool's template and volume claim templates, including
-// what the API server would refuse in a StatefulSet (see admissible); the sweeper
-// calls it at start so a bad pools file fails before any sweep.
+// Validate checks every pool's template and volume claim templates (see
+// ValidatePool); the sweeper calls it at start so a bad pools file fails before
+// any sweep. The error joins one per pool that fails.
 func Validate(cfg *pool.Config) error {
+	var errs []error
 	for i := range cfg.Pools {
-		p := &cfg.Pools[i]
-		tmpl, err := Template(p)
-		if err != nil {
-			return err
-		}
-		claims, err := decodeClaims(p)
-		if err != nil {
-			return err
-		}
-		if err := ownedClaims(claims); err != nil {
-			return fmt.Errorf("pool %s: %w", p.Name, err)
-		}
-		if err := admissible(tmpl, claims); err != nil {
-			return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
-		}
-		if tmpl.Spec.Containers[runnerIndex(tmpl.Spec.Containers)].ReadinessProbe != nil {
-			return fmt.Errorf("pool %s: kubernetes.template: the %s container's readinessProbe is the runnerscaler's "+
-				"report of a running job and cannot be set", p.Name, ContainerName)
-		}
+		errs = append(errs, ValidatePool(&cfg.Pools[i]))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidatePool checks the pool's template and volume claim templates, including
+// what the API server would refuse in a StatefulSet (see admissible). The error
+// begins with `pool NAME: ` and the field, e.g. `kubernetes.template: `.
+func ValidatePool(p *pool.Pool) error {
+	tmpl, err := Template(p)
+	if err != nil {
+		return err
+	}
+	claims, err := decodeClaims(p)
+	if err != nil {
+		return err
+	}
+	if err := ownedClaims(claims); err != nil {
+		return fmt.Errorf("pool %s: %w", p.Name, err)
+	}
+	if err := admissible(tmpl, claims); err != nil {
+		return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+	}
+	if tmpl.Spec.Containers[runnerIndex(tmpl.Spec.Containers)].ReadinessProbe != nil {
+		return fmt.Errorf("pool %s: kubernetes.template: the %s container's readinessProbe is the runnerscaler's "+
+			"report of a running job and cannot be set", p.Name, ContainerName)
 	}
 	return nil
 }

@@ -1,0 +1,101 @@
+package poolcheck_test
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolcheck"
+)
+
+func positions(problems []*pool.Problem) string {
+	var b strings.Builder
+	for _, p := range problems {
+		fmt.Fprintf(&b, "%d:%d: %s\n", p.Line, p.Column, p.Brief())
+	}
+	return b.String()
+}
+
+// TestCheckReportsEveryProblem: an unknown field of the pool and one of its
+// template are both reported, each at its line and column with the field it
+// was meant to be — the template's only because the sweeper's checks run too.
+func TestCheckReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("testdata/two-errors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := positions(poolcheck.Check(raw))
+	want := "4:5: pools[0].lables: unknown field; did you mean labels?\n" +
+		"13:15: pools[0] (linux): kubernetes.template.spec.containers[0].resource: unknown field; did you mean resources?\n"
+	if got != want {
+		t.Fatalf("problems:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestCheckPlacesEachCheck: each kind of check's error is placed at its field,
+// every pool is checked, and a field that failed to decode is not reported
+// again by the check of its value.
+func TestCheckPlacesEachCheck(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, file, want string }{
+		{"pool check and template check in two pools", `pools:
+  - name: a
+    organization: org
+    maxReplicas: 3
+    minReplicas: 4
+    kubernetes: {namespace: ns, image: runner:1}
+  - name: b
+    organization: org
+    maxReplicas: 3
+    kubernetes:
+      namespace: ns
+      template:
+        spec:
+          restartPolicy: Never
+          containers: [{name: runner, image: runner:1}]
+`, "4:5: pools[0] (a): maxReplicas: 3 must be >= 1 and >= minReplicas (4)\n" +
+			"14:11: pools[1] (b): kubernetes.template.spec.restartPolicy: \"Never\": a StatefulSet's pods must restart Always\n"},
+		{"a misspelt required field is reported once", `pools:
+  - name: a
+    organization: org
+    maxReplica: 3
+    kubernetes: {namespace: ns, image: runner:1}
+`, "4:5: pools[0].maxReplica: unknown field; did you mean maxReplicas?\n"},
+		{"a badly typed field is reported once", `pools:
+  - name: a
+    organization: org
+    maxReplicas: lots
+    kubernetes: {namespace: ns, image: runner:1}
+`, "4:18: pools[0].maxReplicas: cannot unmarshal !!str `lots` into int\n"},
+		{"a missing field at its pool", `pools:
+  - name: a
+    organization: org
+    kubernetes: {namespace: ns, image: runner:1}
+`, "2:5: pools[0] (a): maxReplicas: required\n"},
+		{"not YAML", "pools: [\n", "1:1: yaml: did not find expected node content\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := positions(poolcheck.Check([]byte(tc.file))); got != tc.want {
+				t.Fatalf("problems:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestExamplesPass: the pools files shipped with the code pass the check.
+func TestExamplesPass(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"../../infra/pools.example.yaml", "../../infra/pools.yaml"} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if problems := poolcheck.Check(raw); len(problems) > 0 {
+			t.Errorf("%s:\n%s", path, positions(problems))
+		}
+	}
+}
