@@ -154,7 +154,10 @@ type draft struct {
 	gracePath                  string
 	replicas                   *int
 	meta, pod, runner, sidecar omap
-	sidecarPath                string
+	// sidecarFields are where ARC's docker sidecar settings came from, each
+	// listed when the pool has no sidecar to carry it.
+	sidecarFields       []sidecarField
+	workDir, workDirPath string
 	extra, claims              []*yaml.Node
 }
 

@@ -46,36 +46,112 @@ func labelsPath(d *object) string {
 	return "spec.labels"
 }
 
+// defaultWorkDir is the runner's work directory in runnerscaler's image
+// (runner/Dockerfile: RUNNER_HOME /home/runner, config.sh --work _work); ARC's
+// images use /runner/_work.
+const defaultWorkDir = "/home/runner/_work"
+
+// sidecarField is one of ARC's docker sidecar settings: its name (dockerEnv,
+// dockerdContainerResources, dockerVolumeMounts, or docker for a `docker`
+// container of the template) and its path.
+type sidecarField struct{ name, path string }
+
 // docker: ARC runs a docker sidecar unless dockerEnabled is false or dockerd
-// runs in the runner container. A sidecar with ARC's docker settings is
-// written out in full, as runnerscaler's own would be.
+// runs in the runner container. The sidecar is runnerscaler's (a privileged
+// docker:dind over TCP), so the pool goes in the privileged namespace: said in
+// a note. A sidecar with ARC's docker settings, or a work directory of its
+// own, is written out in full.
 func (c *converter) docker(d *object, dr *draft) {
 	sidecar, dind := dr.docker()
 	if dind && dr.dockerEnabled != nil && *dr.dockerEnabled {
 		c.note(d, "dockerEnabled and dockerdWithinRunnerContainer: dockerd runs in the runner container, as in ARC")
 	}
+	c.workDir(d, dr, sidecar)
 	if !sidecar {
 		c.noSidecar(d, dr, dind)
 		return
 	}
+	why := "dockerEnabled: true"
+	if dr.dockerEnabled == nil {
+		why = "dockerEnabled not set (ARC's default)"
+	}
+	c.note(d, "%s: ARC's docker sidecar becomes runnerscaler's: a privileged %s container named docker (DOCKER_HOST tcp://localhost:2375, "+
+		"the work volume shared at %s), so the pool's runners go in the privileged namespace %s; if its jobs do not use docker, "+
+		"set dockerEnabled: false in ARC's spec and import again (the pool then goes in %s)",
+		why, runnerpod.DockerImage, dr.workPath(), c.opts.DockerNamespace, c.opts.Namespace)
 	if dr.dockerMTU != nil {
 		dr.sidecar.appendSeq("args", str("--mtu="+scalar(dr.dockerMTU)))
 	}
 	if dr.dockerMirror != nil {
 		dr.sidecar.appendSeq("args", str("--registry-mirror="+scalar(dr.dockerMirror)))
 	}
-	if !dr.sidecar.empty() {
+	if !dr.sidecar.empty() || dr.workDir != "" {
 		c.fullSidecar(dr)
 	}
 }
 
-func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
-	why := "dockerEnabled is false: there is no docker sidecar"
-	if dind {
-		why = "dockerd runs in the runner container: there is no docker sidecar"
+// workPath is the runner's work directory: ARC's workDir, or the image's.
+func (dr *draft) workPath() string {
+	if dr.workDir != "" {
+		return dr.workDir
 	}
-	if !dr.sidecar.empty() {
-		c.drop(d, dr.sidecarPath, why, "leave the sidecar's settings out, or use dockerEnabled")
+	return defaultWorkDir
+}
+
+// workDir carries ARC's workDir as ARC lays it out: the runner's work
+// directory (RUNNER_WORKDIR) on a `work` emptyDir mounted there, which the
+// docker sidecar shares at the same path (a job's bind mounts name paths in
+// it). Without docker the volume is there too: the directory need not exist
+// in the image, and an emptyDir is writable by the runner user.
+func (c *converter) workDir(d *object, dr *draft, sidecar bool) {
+	if dr.workDir == "" {
+		return
+	}
+	dr.runner.appendSeq("env", envVar("RUNNER_WORKDIR", dr.workDir))
+	if !sidecar { // fullSidecar mounts it in both containers
+		dr.runner.appendSeq("volumeMounts", mount("work", dr.workDir))
+		dr.workVolume()
+	}
+	shared := ""
+	if sidecar {
+		shared = ", shared with the docker sidecar at the same path"
+	}
+	c.note(d, "workDir %s: the runner's work directory (RUNNER_WORKDIR) on a work emptyDir volume mounted there%s; runnerscaler's image's default is %s",
+		dr.workDir, shared, defaultWorkDir)
+}
+
+// workVolume adds the `work` emptyDir volume unless the template has one.
+func (dr *draft) workVolume() {
+	for _, v := range contentOf(dr.pod.get("volumes")) {
+		if scalar(get(v, "name")) == "work" {
+			return
+		}
+	}
+	vol := &omap{}
+	vol.set("name", str("work"))
+	vol.set("emptyDir", &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle})
+	dr.pod.appendSeq("volumes", vol.node())
+}
+
+// noSidecar lists each docker sidecar setting of a pool without a sidecar,
+// with where it goes instead.
+func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
+	for _, f := range dr.sidecarFields {
+		if !dind {
+			c.drop(d, f.path, "dockerEnabled is false: there is no docker sidecar to carry it", "leave it out, or set dockerEnabled: true")
+			continue
+		}
+		const why = "dockerd runs in the runner container (dockerdWithinRunnerContainer), started by runnerscaler's entrypoint: there is no docker sidecar"
+		switch f.name {
+		case "dockerdContainerResources":
+			c.drop(d, f.path, why, "add dockerd's share to the runner container's resources (resources)")
+		case "dockerEnv":
+			c.drop(d, f.path, why+"; dockerd gets the runner container's environment", "add the variables to the runner container's env (jobs see them too)")
+		case "dockerVolumeMounts":
+			c.drop(d, f.path, why, "mount the volumes in the runner container (volumeMounts)")
+		default:
+			c.drop(d, f.path, why, "leave the docker container out")
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -84,11 +160,12 @@ func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
 		if f.v == nil {
 			continue
 		}
-		reason := why
-		if dind {
-			reason = "runnerscaler's entrypoint starts dockerd in the runner container without it"
+		if !dind {
+			c.drop(d, specPath(d, f.name), "dockerEnabled is false: there is no docker daemon to carry it", "leave it out, or set dockerEnabled: true")
+			continue
 		}
-		c.drop(d, specPath(d, f.name), reason, "set it in the image's dockerd configuration (/etc/docker/daemon.json)")
+		c.drop(d, specPath(d, f.name), "runnerscaler's entrypoint starts dockerd in the runner container without flags",
+			"set it in the runner image's dockerd configuration, /etc/docker/daemon.json (\"mtu\", \"registry-mirrors\")")
 	}
 }
 
@@ -100,7 +177,8 @@ func specPath(d *object, field string) string {
 }
 
 // fullSidecar writes runnerscaler's docker sidecar (package runnerpod) with
-// ARC's settings laid over it.
+// ARC's settings laid over it, the work volume mounted at the work directory
+// in both containers.
 func (c *converter) fullSidecar(dr *draft) {
 	base := &omap{}
 	base.set("name", str("docker"))
@@ -109,7 +187,7 @@ func (c *converter) fullSidecar(dr *draft) {
 	sc := &omap{}
 	sc.set("privileged", boolean(true))
 	base.set("securityContext", sc.node())
-	base.set("volumeMounts", seq(mount("work", "/home/runner/_work")))
+	base.set("volumeMounts", seq(mount("work", dr.workPath())))
 	for _, k := range dr.sidecar.keys {
 		v := dr.sidecar.get(k)
 		if k == "env" || k == "volumeMounts" {
@@ -120,16 +198,8 @@ func (c *converter) fullSidecar(dr *draft) {
 	}
 	dr.sidecar = *base
 	dr.runner.appendSeq("env", envVar("DOCKER_ENABLED", "true"), envVar("DOCKER_HOST", "tcp://localhost:2375"))
-	dr.runner.appendSeq("volumeMounts", mount("work", "/home/runner/_work"))
-	for _, v := range contentOf(dr.pod.get("volumes")) {
-		if scalar(get(v, "name")) == "work" {
-			return
-		}
-	}
-	vol := &omap{}
-	vol.set("name", str("work"))
-	vol.set("emptyDir", &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle})
-	dr.pod.appendSeq("volumes", vol.node())
+	dr.runner.appendSeq("volumeMounts", mount("work", dr.workPath()))
+	dr.workVolume()
 }
 
 func mount(name, path string) *yaml.Node {

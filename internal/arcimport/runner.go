@@ -37,9 +37,7 @@ func (c *converter) runnerConfig(o *object, dr *draft, path string, n *yaml.Node
 		case "image":
 			dr.image, dr.imagePath = scalar(v), p
 		case "workDir":
-			if w := scalar(v); w != "" {
-				dr.runner.appendSeq("env", envVar("RUNNER_WORKDIR", w))
-			}
+			dr.workDir, dr.workDirPath = scalar(v), p
 		case "dockerdWithinRunnerContainer":
 			dr.dind = c.boolField(o, p, v)
 		case "dockerEnabled":
@@ -50,7 +48,7 @@ func (c *converter) runnerConfig(o *object, dr *draft, path string, n *yaml.Node
 			dr.dockerMirror = v
 		case "volumeSizeLimit", "volumeStorageMedium":
 			c.drop(o, p, "ARC's work volume settings: runnerscaler's runners have no work volume of their own",
-				"add an emptyDir volume with sizeLimit/medium to kubernetes.template and mount it at the runner's work directory (/runner/_work)")
+				fmt.Sprintf("add an emptyDir volume with sizeLimit/medium to kubernetes.template and mount it in the runner container at the work directory (workDir; runnerscaler's image's default is %s)", defaultWorkDir))
 		case "containerMode":
 			if scalar(v) != "" {
 				c.drop(o, p, fmt.Sprintf("containerMode %q (jobs in their own pods through container hooks) is not supported", scalar(v)),
@@ -70,13 +68,13 @@ func (c *converter) runnerPod(o *object, dr *draft, path string, n *yaml.Node) {
 		switch k {
 		case "dockerdContainerResources":
 			dr.sidecar.set("resources", clean(v))
-			dr.sidecarPath = p
+			dr.sidecarFields = append(dr.sidecarFields, sidecarField{k, p})
 		case "dockerVolumeMounts":
 			dr.sidecar.appendSeq("volumeMounts", cleanItems(v)...)
-			dr.sidecarPath = p
+			dr.sidecarFields = append(dr.sidecarFields, sidecarField{k, p})
 		case "dockerEnv":
 			dr.sidecar.appendSeq("env", c.env(o, p, v, false)...)
-			dr.sidecarPath = p
+			dr.sidecarFields = append(dr.sidecarFields, sidecarField{k, p})
 		case "containers":
 			c.containers(o, dr, p, v)
 		case "sidecarContainers":
@@ -161,7 +159,7 @@ func (c *converter) containers(o *object, dr *draft, p string, v *yaml.Node) {
 			c.mergeContainer(o, dr, cp, &dr.runner, ct, true)
 		case "docker":
 			c.mergeContainer(o, dr, cp, &dr.sidecar, ct, false)
-			dr.sidecarPath = cp
+			dr.sidecarFields = append(dr.sidecarFields, sidecarField{"docker", cp})
 		default:
 			dr.extra = append(dr.extra, clean(ct))
 		}
