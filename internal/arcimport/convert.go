@@ -156,9 +156,9 @@ type draft struct {
 	meta, pod, runner, sidecar omap
 	// sidecarFields are where ARC's docker sidecar settings came from, each
 	// listed when the pool has no sidecar to carry it.
-	sidecarFields       []sidecarField
+	sidecarFields        []sidecarField
 	workDir, workDirPath string
-	extra, claims              []*yaml.Node
+	extra, claims        []*yaml.Node
 }
 
 // deployment converts a RunnerDeployment or RunnerSet, with its autoscaler h
