@@ -29,6 +29,9 @@ type Options struct {
 	// RunnerImage, when set, replaces ARC's runner image in every pool. ARC's
 	// images lack runnerscaler's entrypoint; without it each image is reported.
 	RunnerImage string
+	// Release is the Helm release of a gha-runner-scale-set values file that
+	// does not set runnerScaleSetName: ARC names the scale set after it.
+	Release string
 }
 
 // Default namespaces: those of infra/rbac.yaml and infra/rbac-docker.yaml.
@@ -141,6 +144,9 @@ func (o *object) path(field string) string { return o.at + field }
 
 // ref names the object as `Kind/name` (`Kind` when it has no name).
 func (o *object) ref() string {
+	if o.kind == kindValues {
+		return o.kind
+	}
 	if o.name == "" {
 		return o.kind + " (no metadata.name)"
 	}

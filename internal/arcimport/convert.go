@@ -57,11 +57,19 @@ func isARC(o *object) bool {
 // convert pairs autoscalers with their targets and converts each
 // RunnerDeployment and RunnerSet into a draft pool.
 func (c *converter) convert(objs []*object) []*draft {
-	var deployments, autoscalers []*object
+	var deployments, autoscalers, scaleSets []*object
 	for _, o := range objs {
 		switch {
+		case isValues(o):
+			o.kind = kindValues
+			scaleSets = append(scaleSets, o)
+		case o.apiVersion == scaleSetAPIVersion && o.kind == kindScaleSet:
+			scaleSets = append(scaleSets, o)
+		case o.apiVersion == scaleSetAPIVersion:
+			c.drop(o, "", fmt.Sprintf("%s is made by ARC's controller from an AutoscalingRunnerSet", o.ref()),
+				"import the AutoscalingRunnerSet (kubectl get autoscalingrunnersets -A -o yaml) or its release's values (helm get values RELEASE -n NAMESPACE -o yaml)")
 		case !isARC(o):
-			c.drop(o, "", fmt.Sprintf("%s (apiVersion %q) is not an ARC runner resource (%s)", o.ref(), o.apiVersion, apiVersion),
+			c.drop(o, "", fmt.Sprintf("%s (apiVersion %q) is not an ARC runner resource (%s or %s), nor a gha-runner-scale-set values file", o.ref(), o.apiVersion, apiVersion, scaleSetAPIVersion),
 				"apply it with kubectl if your runners need it: runnerscaler does not create it")
 		case o.kind == kindRunner:
 			c.drop(o, "", fmt.Sprintf("%s is a single runner with no deployment or autoscaler", o.ref()),
@@ -76,6 +84,11 @@ func (c *converter) convert(objs []*object) []*draft {
 	var drafts []*draft
 	for _, d := range deployments {
 		if dr := c.deployment(d, paired[d]); dr != nil {
+			drafts = append(drafts, dr)
+		}
+	}
+	for _, o := range scaleSets {
+		if dr := c.scaleSet(o); dr != nil {
 			drafts = append(drafts, dr)
 		}
 	}
@@ -158,6 +171,9 @@ type draft struct {
 	// listed when the pool has no sidecar to carry it.
 	sidecarFields        []sidecarField
 	workDir, workDirPath string
+	// scaleSet: the draft is a runner scale set's (scaleset.go), named poolBase.
+	scaleSet bool
+	poolBase string
 	extra, claims        []*yaml.Node
 }
 

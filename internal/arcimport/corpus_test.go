@@ -16,19 +16,21 @@ import (
 var update = flag.Bool("update", false, "rewrite testdata/golden from the current conversion")
 
 // corpus is ARC's own manifests (testdata/arc-manifests, with its README and
-// license): acceptance data, documentation examples and a Helm chart's output.
+// license): acceptance data, documentation examples and a Helm chart's output;
+// and ARC's runner scale sets (testdata/arc-scale-sets, with its README and
+// license): the gha-runner-scale-set chart's default values and its test values.
 func corpus(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	for _, dir := range []string{"examples", "acceptance/*"} {
-		m, err := filepath.Glob(filepath.Join("testdata/arc-manifests", dir, "*.yaml"))
+	for _, dir := range []string{"arc-manifests/examples", "arc-manifests/acceptance/*", "arc-scale-sets/values"} {
+		m, err := filepath.Glob(filepath.Join("testdata", dir, "*.yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		files = append(files, m...)
 	}
-	if len(files) < 40 {
-		t.Fatalf("%d corpus files: testdata/arc-manifests is incomplete", len(files))
+	if len(files) < 50 {
+		t.Fatalf("%d corpus files: testdata/arc-manifests or testdata/arc-scale-sets is incomplete", len(files))
 	}
 	return files
 }
@@ -62,8 +64,8 @@ func loads(t *testing.T, raw []byte) *pool.Config {
 // golden file's (go test -update rewrites them).
 func TestCorpus(t *testing.T) {
 	for _, file := range corpus(t) {
-		t.Run(strings.TrimPrefix(file, "testdata/arc-manifests/"), func(t *testing.T) {
-			res, err := arcimport.Convert([]arcimport.Source{source(t, file)}, arcimport.Options{})
+		t.Run(corpusName(file), func(t *testing.T) {
+			res, err := arcimport.Convert([]arcimport.Source{source(t, file)}, corpusOptions)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,6 +83,11 @@ func TestCorpus(t *testing.T) {
 	}
 }
 
+// corpusOptions: the release name is the one ARC's chart tests install the
+// values with; without it a values file that does not set runnerScaleSetName
+// is not convertible (its runs-on label is unknown).
+var corpusOptions = arcimport.Options{Release: "test-runners"}
+
 // render is a conversion's whole outcome as text.
 func render(res arcimport.Result) string {
 	var b strings.Builder
@@ -96,8 +103,7 @@ func render(res arcimport.Result) string {
 
 func golden(t *testing.T, file, got string) {
 	t.Helper()
-	rel := strings.TrimPrefix(file, "testdata/arc-manifests/")
-	path := filepath.Join("testdata/golden", strings.ReplaceAll(rel, "/", "_"))
+	path := filepath.Join("testdata/golden", strings.ReplaceAll(corpusName(file), "/", "_"))
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -207,4 +213,13 @@ func TestWholeCorpusAtOnce(t *testing.T) {
 	if len(cfg.Pools) != 17 {
 		t.Errorf("%d pools from the examples, want 17: %v", len(cfg.Pools), res.Names)
 	}
+}
+
+// corpusName is a corpus file's name in test names and golden files: its path
+// under testdata/arc-manifests, or under testdata/ for scale sets.
+func corpusName(file string) string {
+	if rel, ok := strings.CutPrefix(file, "testdata/arc-manifests/"); ok {
+		return rel
+	}
+	return strings.TrimPrefix(file, "testdata/")
 }

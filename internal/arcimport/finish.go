@@ -71,14 +71,17 @@ func (c *converter) docker(d *object, dr *draft) {
 		c.noSidecar(d, dr, dind)
 		return
 	}
-	why := "dockerEnabled: true"
-	if dr.dockerEnabled == nil {
+	why, without := "dockerEnabled: true", "set dockerEnabled: false in ARC's spec"
+	switch {
+	case dr.scaleSet:
+		why, without = "containerMode dind", "leave containerMode dind out"
+	case dr.dockerEnabled == nil:
 		why = "dockerEnabled not set (ARC's default)"
 	}
 	c.note(d, "%s: ARC's docker sidecar becomes runnerscaler's: a privileged %s container named docker (DOCKER_HOST tcp://localhost:2375, "+
 		"the work volume shared at %s), so the pool's runners go in the privileged namespace %s; if its jobs do not use docker, "+
-		"set dockerEnabled: false in ARC's spec and import again (the pool then goes in %s)",
-		why, runnerpod.DockerImage, dr.workPath(), c.opts.DockerNamespace, c.opts.Namespace)
+		"%s and import again (the pool then goes in %s)",
+		why, runnerpod.DockerImage, dr.workPath(), c.opts.DockerNamespace, without, c.opts.Namespace)
 	if dr.dockerMTU != nil {
 		dr.sidecar.appendSeq("args", str("--mtu="+scalar(dr.dockerMTU)))
 	}
@@ -169,6 +172,15 @@ func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
 	}
 }
 
+// scaleSetPath is the path of a scale set's field: under spec in an
+// AutoscalingRunnerSet, at the top of a values file.
+func scaleSetPath(d *object, field string) string {
+	if d.kind == kindScaleSet {
+		return "spec." + field
+	}
+	return field
+}
+
 func specPath(d *object, field string) string {
 	if d.kind == kindDeployment {
 		return "spec.template.spec." + field
@@ -218,13 +230,16 @@ func (c *converter) runnerImage(d *object, dr *draft) {
 		return
 	}
 	img, path := dr.image, dr.imagePath
-	if img == "" {
+	switch {
+	case img != "":
+	case dr.scaleSet:
+		img, path = defaultScaleSetImage, scaleSetPath(d, "template.spec.containers")
+	case dr.dind != nil && *dr.dind:
+		img, path = defaultARCDind, specPath(d, "image")
+	default:
 		img, path = defaultARCImage, specPath(d, "image")
-		if dr.dind != nil && *dr.dind {
-			img = defaultARCDind
-		}
-		dr.image = img
 	}
+	dr.image = img
 	c.drop(d, path, fmt.Sprintf("%s is ARC's runner image (or one built on it): runnerscaler's runners need runnerscaler's entrypoint (JIT config, job report, graceful stop)", img),
 		"build runner/Dockerfile (--build-arg DIND=true for dockerd in the runner) with your image's tools, then import with --runner-image or edit kubernetes.template")
 }

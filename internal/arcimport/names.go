@@ -22,6 +22,9 @@ func names(c *converter, drafts []*draft) {
 	for _, dr := range drafts {
 		d := dr.src
 		base, why := d.name, ""
+		if dr.poolBase != "" {
+			base = dr.poolBase
+		}
 		if base == "" {
 			base, why = dr.poolScope().Name(), "it has no metadata.name: named after its scope"
 		}

@@ -110,6 +110,10 @@ func (c *converter) podField(o *object, dr *draft, p, k string, v *yaml.Node) {
 	case "topologySpreadConstraint", "topologySpreadConstraints":
 		dr.pod.appendSeq("topologySpreadConstraints", cleanItems(v)...)
 	case "restartPolicy":
+		if dr.scaleSet && scalar(v) == "Never" {
+			c.note(o, "%s: ARC's Never left out: a runner's StatefulSet restarts its pod Always, and a finished runner never runs again (its state volume says so)", p)
+			return
+		}
 		if scalar(v) != "Always" {
 			c.drop(o, p, fmt.Sprintf("restartPolicy %q: a runner's StatefulSet restarts its pod Always", scalar(v)),
 				"leave it out: a finished runner never runs again (its state volume says so)")
@@ -182,6 +186,12 @@ func (c *converter) mergeContainer(o *object, dr *draft, p string, target *omap,
 				return
 			}
 			target.set(k, clean(v))
+		case "command", "args":
+			if !runner {
+				target.set(k, clean(v))
+				return
+			}
+			c.runnerCommand(o, join(p, k), k, v)
 		default:
 			target.set(k, clean(v))
 		}
@@ -201,6 +211,11 @@ func (c *converter) env(o *object, p string, v *yaml.Node, runner bool) []*yaml.
 		name := scalar(get(e, "name"))
 		if runner && runnerpod.OwnedEnv(name) {
 			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
+			continue
+		}
+		if runner && slices.Contains(containerHooksEnv, name) {
+			c.drop(o, ep, fmt.Sprintf("%s is ARC's kubernetes container mode (container hooks), which runnerscaler's runner image does not have", name),
+				"leave it out: jobs with container: or services: need docker (dockerEnabled)")
 			continue
 		}
 		item := clean(e)
@@ -282,4 +297,25 @@ func (c *converter) intField(o *object, p string, v *yaml.Node) *int {
 		return nil
 	}
 	return &n
+}
+
+// containerHooksEnv are the runner variables of ARC's kubernetes container
+// mode: with them the runner runs a job's containers through container hooks.
+var containerHooksEnv = []string{"ACTIONS_RUNNER_CONTAINER_HOOKS", "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER", "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"}
+
+// runnerCommand: runnerscaler's image starts the runner from its entrypoint
+// (the JIT config, the job report, the graceful stop), which a command would
+// replace and which takes no arguments. ARC's chart's own command, its image's
+// run.sh, is what the entrypoint starts: said in a note.
+func (c *converter) runnerCommand(o *object, p, k string, v *yaml.Node) {
+	if k == "command" && len(contentOf(v)) == 1 && scalar(v.Content[0]) == arcRunCommand {
+		c.note(o, "%s: ARC's %s left out: runnerscaler's image's entrypoint starts the runner", p, arcRunCommand)
+		return
+	}
+	if k == "command" {
+		c.drop(o, p, "a command replaces runnerscaler's entrypoint (JIT config, job report, graceful stop)",
+			"build what it does into the image (runner/Dockerfile), or run it as a job step")
+		return
+	}
+	c.drop(o, p, "runnerscaler's entrypoint takes no arguments", "leave them out; set what they set in the runner's env or the image")
 }

@@ -2,6 +2,7 @@ package arcimport
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -150,4 +151,19 @@ func duplicateKey(n *yaml.Node) error {
 		}
 	}
 	return nil
+}
+
+// filterSeq removes from the sequence at key the items named one of names.
+func (m *omap) filterSeq(key string, names []string) {
+	cur := m.get(key)
+	if cur == nil || cur.Kind != yaml.SequenceNode {
+		return
+	}
+	var kept []*yaml.Node
+	for _, it := range cur.Content {
+		if !slices.Contains(names, scalar(get(it, "name"))) {
+			kept = append(kept, it)
+		}
+	}
+	cur.Content = kept
 }
