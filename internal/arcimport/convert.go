@@ -172,9 +172,9 @@ type draft struct {
 	sidecarFields        []sidecarField
 	workDir, workDirPath string
 	// scaleSet: the draft is a runner scale set's (scaleset.go), named poolBase.
-	scaleSet bool
-	poolBase string
-	extra, claims        []*yaml.Node
+	scaleSet      bool
+	poolBase      string
+	extra, claims []*yaml.Node
 }
 
 // deployment converts a RunnerDeployment or RunnerSet, with its autoscaler h
