@@ -1,22 +1,28 @@
 package arcimport
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/poolcheck"
 )
 
-// Check runs on a pools file what the sweeper runs on it when it starts, offline:
-// the load (pool.Parse) and the template checks (runnerpod.Validate). A file the
-// sweeper refuses stops every pool, so the import writes none.
+// Check runs on a pools file what `runnerscaler validate` runs, offline, which
+// is what the sweeper checks when it starts (package poolcheck: the load, then
+// every pool's template). A file the sweeper refuses stops every pool, so the
+// import writes none.
 func Check(raw []byte) (*pool.Config, error) {
+	if problems := poolcheck.Check(raw); len(problems) > 0 {
+		errs := make([]error, len(problems))
+		for i, p := range problems {
+			errs[i] = p
+		}
+		return nil, fmt.Errorf("the sweeper's checks (runnerscaler validate) refuse it: %w", errors.Join(errs...))
+	}
 	cfg, err := pool.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("the sweeper's load refuses it: %w", err)
-	}
-	if err := runnerpod.Validate(cfg); err != nil {
-		return nil, fmt.Errorf("the sweeper's template checks refuse it: %w", err)
 	}
 	return cfg, nil
 }
