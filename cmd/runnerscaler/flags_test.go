@@ -1,7 +1,7 @@
 package main
 
 import (
-	"io"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -9,27 +9,29 @@ import (
 func TestStatusFlags(t *testing.T) {
 	t.Parallel()
 	env := func(k string) string { return map[string]string{"RUNNERSCALER_TABLE": "from-env"}[k] }
-	f, err := parseStatus([]string{"linux", "-o", "json"}, env, io.Discard)
-	if err != nil || f.pool != "linux" || f.output != "json" || f.table != "from-env" {
+	f, err := parseStatus([]string{"linux", "-o", "json"}, env)
+	if err != nil || f.pool != "linux" || f.output.String() != "json" || f.table != "from-env" {
 		t.Fatalf("status linux -o json = %+v, %v", f, err)
 	}
-	if f, err = parseStatus([]string{"--job", "42", "-table", "t"}, env, io.Discard); err != nil || f.job != 42 || f.table != "t" {
+	if f, err = parseStatus([]string{"--job", "42", "-table", "t", "-o", "yaml"}, env); err != nil || f.job != 42 || f.table != "t" || f.output.String() != "yaml" {
 		t.Fatalf("status --job 42 = %+v, %v", f, err)
 	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{}, "-table is required"},
-		{[]string{"-table", "t", "-o", "yaml"}, `-o "yaml": want table or json`},
+		{[]string{}, "--table is required"},
+		{[]string{"-table", "t", "-o", "xml"}, `invalid value "xml" for flag -o: want table, json, yaml`},
 		{[]string{"-table", "t", "--job", "abc"}, `--job "abc": want a workflow job id`},
 		{[]string{"-table", "t", "--job", "-3"}, `--job "-3"`},
 		{[]string{"-table", "t", "a", "b"}, `one POOL at most`},
 		{[]string{"-table", "t", "a", "--job", "1"}, "either POOL or --job"},
+		{[]string{"-table", "t", "--nope"}, "flag provided but not defined: -nope"},
 	} {
-		_, err := parseStatus(c.args, func(string) string { return "" }, io.Discard)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("status %q: error %v, want one saying %q", c.args, err, c.want)
+		_, err := parseStatus(c.args, func(string) string { return "" })
+		var usage *usageError
+		if err == nil || !strings.Contains(err.Error(), c.want) || !errors.As(err, &usage) {
+			t.Errorf("status %q: error %v, want a usage error saying %q", c.args, err, c.want)
 		}
 	}
 }

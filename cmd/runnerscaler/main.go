@@ -1,57 +1,99 @@
 // Command runnerscaler is the operator's tool for a runnerscaler deployment. It
 // uses the operator's own AWS and Kubernetes credentials.
 //
-//	runnerscaler status [POOL] [--job ID] [-o table|json]   what it is doing, and why jobs wait
-//	runnerscaler drain -function NAME [-timeout 30m] [-cancel]   drain every pool before `sam delete`
-//	runnerscaler import-arc [-o FILE] [-runner-image IMAGE] FILE|DIR|- ...   ARC manifests into a pools file
+//	runnerscaler validate [FILE]                  check a pools file offline, every problem at once
+//	runnerscaler status [POOL] [--job ID] [-o table|json|yaml]   what it is doing, and why jobs wait
+//	runnerscaler drain --function NAME [--timeout 30m] [--cancel]   drain every pool before `sam delete`
+//	runnerscaler import-arc [flags] FILE|DIR|- ...   ARC manifests into a pools file
+//	runnerscaler version                          the build's version
 //
-// Each subcommand lives in its own file; this one only dispatches.
+// Each subcommand lives in its own file, with the conventions they share in
+// cli.go; this one only dispatches.
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "status":
-		err = runStatus(ctx, os.Args[2:], os.Stdout, os.Stderr, os.Getenv)
-	case "drain":
-		err = drain(ctx, os.Args[2:])
-	case "import-arc":
-		os.Exit(importARC(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr, os.Getenv))
-	case "help", "-h", "--help":
-		usage()
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "runnerscaler: unknown command %q\n", os.Args[1])
-		usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "runnerscaler:", err)
-		os.Exit(1)
-	}
+	code := run(ctx, os.Args[1:], env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv})
+	stop()
+	os.Exit(code)
 }
 
-func usage() {
-	fmt.Fprint(os.Stderr, `usage: runnerscaler COMMAND [flags]
+const help = `usage: runnerscaler COMMAND [flags]
 
 commands:
-  status [POOL] [--job ID] [-o table|json]   pools, runners, waiting jobs and why; one pool's runners; one job's trace
-  drain -function NAME [-timeout 30m] [-cancel]   stop every runner gracefully, then run 'sam delete'
-  import-arc [-o FILE] [-runner-image IMAGE] FILE|DIR|- ...   ARC manifests into a pools file (exit 3: some fields not carried)
+  validate [FILE]                            check a pools file offline, every problem at once
+  status [POOL] [--job ID] [-o table|json|yaml]   pools, runners, waiting jobs and why; one pool; one job's trace
+  drain --function NAME [--timeout 30m] [--cancel]   stop every runner gracefully, then run 'sam delete'
+  import-arc [flags] FILE|DIR|- ...           ARC manifests into a pools file
+  version [-o table|json|yaml]                the build's version
 
 Run 'runnerscaler COMMAND -h' for a command's flags.
-`)
+`
+
+// run runs the command line args (without the program's name) and returns the
+// exit status.
+func run(ctx context.Context, args []string, e env) int {
+	if len(args) == 0 {
+		fmt.Fprint(e.stderr, "runnerscaler: no command\nrun 'runnerscaler -h' for help\n")
+		return exitBadUsage
+	}
+	name, rest := args[0], args[1:]
+	var err error
+	switch name {
+	case "validate":
+		err = validate(rest, e)
+	case "status":
+		err = runStatus(ctx, rest, e.stdout, e.stderr, e.getenv)
+	case "drain":
+		err = drain(ctx, rest, e)
+	case "version":
+		err = printVersion(rest, e)
+	case "import-arc":
+		return importARC(ctx, rest, e.stdin, e.stdout, e.stderr, e.getenv)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(e.stdout, help)
+		return exitSuccess
+	default:
+		fmt.Fprintf(e.stderr, "runnerscaler: unknown command %q\nrun 'runnerscaler -h' for help\n", name)
+		return exitBadUsage
+	}
+	return Exit(name, err, e.stdout, e.stderr)
+}
+
+// parseCommandLine parses args as run would, and runs nothing: what the docs'
+// test checks their command lines with. getenv stands for the environment
+// (a table named by RUNNERSCALER_TABLE, say).
+func parseCommandLine(args []string, getenv func(string) string) error {
+	if len(args) == 0 {
+		return usagef("no command")
+	}
+	name, rest := args[0], args[1:]
+	var err error
+	switch name {
+	case "validate":
+		_, _, err = parseValidate(rest, getenv)
+	case "status":
+		_, err = parseStatus(rest, getenv)
+	case "drain":
+		_, err = parseDrain(rest)
+	case "version":
+		_, err = parseVersion(rest)
+	case "import-arc":
+		_, err = parseImport(rest, getenv, io.Discard)
+	case "help", "-h", "-help", "--help":
+	default:
+		err = usagef("unknown command %q", name)
+	}
+	if errIsHelp(err) {
+		return nil
+	}
+	return err
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/kube"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
@@ -26,74 +23,78 @@ import (
 
 // statusFlags are the status command's settings.
 type statusFlags struct {
-	table, pools, dynamoEndpoint, kubeconfig, kubeContext, output string
+	table, pools, dynamoEndpoint, kubeconfig, kubeContext, region string
+	output                                                        *outputFormat
 	job                                                           int64
 	pool                                                          string
 }
 
-func parseStatus(args []string, getenv func(string) string, stderr io.Writer) (statusFlags, error) {
+const statusHelp = `usage: runnerscaler status [POOL] [--job ID] [-o table|json|yaml] [flags]
+
+Shows what the deployment is doing and why jobs wait: every pool's runners and
+waiting jobs, one pool's runners (POOL), or one workflow job's trace (--job).
+It reads the stack's DynamoDB table and the cluster with your own AWS and
+Kubernetes credentials.`
+
+func parseStatus(args []string, getenv func(string) string) (statusFlags, error) {
 	var f statusFlags
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("status", statusHelp)
 	fs.StringVar(&f.table, "table", getenv("RUNNERSCALER_TABLE"), "DynamoDB table (the stack output TableName; env RUNNERSCALER_TABLE)")
-	fs.StringVar(&f.pools, "pools", "infra/pools.yaml", "the pools file the stack was deployed with")
+	fs.StringVar(&f.pools, "pools", "", "the pools file the stack was deployed with (default: RUNNERSCALER_POOLS, ./pools.yaml, ./infra/pools.yaml)")
 	fs.StringVar(&f.dynamoEndpoint, "dynamodb-endpoint", getenv("DYNAMODB_ENDPOINT"), "DynamoDB endpoint (the local stack's; env DYNAMODB_ENDPOINT)")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig (default: KUBECONFIG, then ~/.kube/config)")
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: the current one)")
-	fs.StringVar(&f.output, "o", "table", "output: table or json")
+	fs.StringVar(&f.region, "region", "", "AWS region of the stack (default: AWS_REGION, then your AWS profile's)")
+	f.output = fs.Output("table", "json", "yaml")
 	job := fs.String("job", "", "trace one workflow job by its id")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: runnerscaler status [POOL] [--job ID] [-o table|json] [flags]")
-		fs.PrintDefaults()
+	positional, err := fs.Parse(args)
+	if err != nil {
+		return f, err
 	}
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return f, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	if err := f.complete(positional, *job); err != nil {
+		return f, err
 	}
-	return f, f.complete(positional, *job)
+	return f, nil
 }
 
 // complete checks the flags and takes the positional POOL and --job value.
 func (f *statusFlags) complete(positional []string, job string) error {
-	var errs []error
-	if f.table == "" {
-		errs = append(errs, errors.New("-table is required (the stack output TableName, or RUNNERSCALER_TABLE)"))
-	}
-	if f.output != "table" && f.output != "json" {
-		errs = append(errs, fmt.Errorf("-o %q: want table or json", f.output))
-	}
-	if len(positional) > 1 {
-		errs = append(errs, fmt.Errorf("one POOL at most, got %q", positional))
-	} else if len(positional) == 1 {
+	switch {
+	case f.table == "":
+		return usagef("--table is required (the stack output TableName, or RUNNERSCALER_TABLE)")
+	case len(positional) > 1:
+		return usagef("one POOL at most, got %q", positional)
+	case len(positional) == 1:
 		f.pool = positional[0]
 	}
 	if job != "" {
 		id, err := strconv.ParseInt(job, 10, 64)
 		if err != nil || id <= 0 {
-			errs = append(errs, fmt.Errorf("--job %q: want a workflow job id (a positive number)", job))
+			return usagef("--job %q: want a workflow job id (a positive number)", job)
 		}
 		f.job = id
 		if f.pool != "" {
-			errs = append(errs, errors.New("give either POOL or --job, not both"))
+			return usagef("give either POOL or --job, not both")
 		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// statusReport is status -o json|yaml of every pool: the report, and the
+// version of the runnerscaler that wrote it.
+type statusReport struct {
+	Version string `json:"version"`
+	*status.Report
 }
 
 // runStatus is `runnerscaler status`: it reads the table and the cluster and
 // prints the report, one pool, or one job's trace.
-func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	f, err := parseStatus(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
+func runStatus(ctx context.Context, args []string, stdout, _ io.Writer, getenv func(string) string) error {
+	f, err := parseStatus(args, getenv)
 	if err != nil {
+		return err
+	}
+	if f.pools, err = poolsFile(f.pools, getenv, "--pools"); err != nil {
 		return err
 	}
 	g, err := newGatherer(ctx, f)
@@ -107,13 +108,13 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 		if err != nil {
 			return err
 		}
-		return render(stdout, f.output, tr, func() error { return status.RenderTrace(stdout, now, tr) })
+		return f.output.Write(stdout, tr, func() error { return status.RenderTrace(stdout, now, tr) })
 	case f.pool != "":
 		r, err := g.Report(ctx, f.pool)
 		if err != nil {
 			return err
 		}
-		return render(stdout, f.output, r.Pools[0], func() error {
+		return f.output.Write(stdout, r.Pools[0], func() error {
 			if err := status.RenderWebhook(stdout, r.Webhook); err != nil {
 				return err
 			}
@@ -124,14 +125,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	if err != nil {
 		return err
 	}
-	return render(stdout, f.output, r, func() error { return status.RenderReport(stdout, r) })
-}
-
-func render(w io.Writer, output string, v any, table func() error) error {
-	if output == "json" {
-		return status.JSON(w, v)
-	}
-	return table()
+	return f.output.Write(stdout, statusReport{Version: buildVersion().Version, Report: &r}, func() error { return status.RenderReport(stdout, r) })
 }
 
 // newGatherer connects to the table and the cluster with the operator's credentials.
@@ -140,11 +134,11 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	if err != nil {
 		return nil, err
 	}
-	aws, err := awsconf.Load(ctx)
+	aws, err := loadAWS(ctx, f.region)
 	if err != nil {
 		return nil, err
 	}
-	restCfg, err := kube.FromOperatorKubeconfig(f.kubeconfig, f.kubeContext)
+	restCfg, err := loadKube(f.kubeconfig, f.kubeContext)
 	if err != nil {
 		return nil, err
 	}

@@ -15,9 +15,9 @@ import (
 )
 
 // Load returns the AWS configuration of the environment (in Lambda: the function's
-// role and region).
-func Load(ctx context.Context) (aws.Config, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+// role and region), with opts (the CLI's region and logger).
+func Load(ctx context.Context, opts ...func(*config.LoadOptions) error) (aws.Config, error) {
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return aws.Config{}, fmt.Errorf("loading AWS config: %w", err)
 	}
