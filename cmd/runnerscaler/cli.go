@@ -32,9 +32,9 @@ import (
 
 // Exit statuses.
 const (
-	exitSuccess     = 0
-	exitFailure = 1
-	exitBadUsage  = 2
+	exitSuccess  = 0
+	exitFailure  = 1
+	exitBadUsage = 2
 )
 
 // usageError is a command line the command cannot run. Exit reports it as one
@@ -94,9 +94,9 @@ func (fs *flagSet) Parse(args []string) ([]string, error) {
 // PrintHelp writes the help and the flags' list to w.
 func (fs *flagSet) PrintHelp(w io.Writer) {
 	fmt.Fprint(w, fs.help)
-	var any bool
-	fs.VisitAll(func(*flag.Flag) { any = true })
-	if any {
+	var hasFlags bool
+	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+	if hasFlags {
 		fmt.Fprintln(w, "\nflags:")
 		fs.SetOutput(w)
 		fs.PrintDefaults()
