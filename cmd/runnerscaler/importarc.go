@@ -1,9 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/yaml"
 
 	"github.com/runnerscaler/runnerscaler/internal/arcimport"
 	"github.com/runnerscaler/runnerscaler/internal/arcimport/dryrun"
@@ -25,75 +27,78 @@ import (
 const (
 	exitConverted = 0 // every field carried
 	exitFailed    = 1 // the API server refused a pool, or the cluster or the output could not be reached
-	exitUsage     = 2 // bad flags, unreadable input, or no ARC object in it
-	exitDropped   = 3 // converted, with fields listed on stderr as not carried
+	exitUsage     = 2 // bad usage, or input with nothing convertible (nothing written)
+	exitDropped   = 3 // converted, with what was not carried listed on stderr
 )
 
-const importARCUsage = `usage: runnerscaler import-arc [flags] FILE|DIR|- ...
+const importARCHelp = `usage: runnerscaler import-arc [flags] FILE|DIR|- ...
 
-Converts actions-runner-controller manifests (actions.summerwind.dev/v1alpha1:
-RunnerDeployment, RunnerSet, Runner, HorizontalRunnerAutoscaler; multi-document
-YAML and 'kubectl get -o yaml' lists) into a pools file. A directory is read
-whole (*.yaml, *.yml, *.json, recursively); - is stdin. Each autoscaler is paired
-with its scaleTargetRef across all inputs. What is not carried is listed on
-stderr with file, document, field path and what to do instead.
+Converts actions-runner-controller (ARC) configurations into a pools file:
+  - runner scale sets (ARC 0.4 and later): gha-runner-scale-set values files
+    ('helm get values RELEASE -n NAMESPACE -o yaml') and AutoscalingRunnerSet
+    objects (actions.github.com/v1alpha1; 'kubectl get autoscalingrunnersets -A -o yaml');
+  - legacy ARC (v0.22-v0.27, actions.summerwind.dev/v1alpha1): RunnerDeployment,
+    RunnerSet, Runner and HorizontalRunnerAutoscaler.
+Multi-document YAML and 'kubectl get -o yaml' lists; a directory is read whole
+(*.yaml, *.yml, *.json, recursively); - is stdin. Each autoscaler is paired with
+its scaleTargetRef across all inputs. What is not carried is listed on stderr
+with file, document, field path and what to do instead.
 
-With -kubeconfig (or KUBECONFIG) the pools are also checked by the API server in
-a dry run, as the sweeper does (it needs create on statefulsets in the pools'
-namespaces; nothing is stored).
+The pools go to stdout, to a new file (--out FILE: an existing file is never
+overwritten), or are added to an existing pools file (--merge POOLS: its pools
+and comments are kept byte for byte; a pool name it already has is refused).
+What is written passes the sweeper's checks ('runnerscaler validate'), offline.
+With --kubeconfig (or KUBECONFIG) the pools are also dry-run on the API server,
+as the sweeper does (create on statefulsets in the pools' namespaces; nothing
+is stored).
 
-Exit status: 0 every field carried; 3 converted, with fields not carried (listed);
-2 bad usage or input; 1 the API server refused a pool, or a cluster or output error.
-
-flags:
-`
+Exit status: 0 everything carried; 3 converted, with what was not carried
+listed; 2 bad usage, or nothing in the input could be converted (why is listed;
+nothing written); 1 the API server refused a pool, or a cluster or output error.`
 
 // importFlags are import-arc's settings.
 type importFlags struct {
-	output, kubeconfig, kubeContext string
-	opts                            arcimport.Options
-	inputs                          []string
+	format                  *outputFormat
+	out, merge              string
+	kubeconfig, kubeContext string
+	opts                    arcimport.Options
+	inputs                  []string
 }
 
-func parseImport(args []string, getenv func(string) string, stderr io.Writer) (importFlags, error) {
+// parseImport parses import-arc's command line; the errors are cli.go's (a
+// usage error, or a help request). It writes nothing: the writer is unused.
+func parseImport(args []string, getenv func(string) string, _ io.Writer) (importFlags, error) {
 	var f importFlags
-	fs := flag.NewFlagSet("import-arc", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&f.output, "o", "-", "write the pools file here (- is stdout)")
+	fs := newFlagSet("import-arc", importARCHelp)
+	f.format = fs.Output("yaml", "json")
+	fs.StringVar(&f.out, "out", "", "write the pools to this new file (refused if it exists)")
+	fs.StringVar(&f.merge, "merge", "", "add the pools to this existing pools file, keeping its pools and comments")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", getenv("KUBECONFIG"), "dry-run the pools on this cluster (default KUBECONFIG; none: no dry run)")
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: the current one)")
 	fs.StringVar(&f.opts.Namespace, "namespace", arcimport.DefaultNamespace, "runner namespace of pools without docker (infra/rbac.yaml)")
 	fs.StringVar(&f.opts.DockerNamespace, "docker-namespace", arcimport.DefaultDockerNamespace, "runner namespace of pools with docker (infra/rbac-docker.yaml)")
 	fs.StringVar(&f.opts.RunnerImage, "runner-image", "", "runnerscaler runner image (runner/Dockerfile) for every pool, instead of ARC's")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, importARCUsage)
-		fs.PrintDefaults()
+	fs.StringVar(&f.opts.Release, "release", "", "Helm release of a gha-runner-scale-set values file without runnerScaleSetName (the scale set's name)")
+	inputs, err := fs.Parse(args)
+	switch {
+	case err != nil:
+		return f, err
+	case len(inputs) == 0:
+		return f, usagef("name at least one FILE, DIR or - (stdin)")
+	case f.out != "" && f.merge != "":
+		return f, usagef("--out and --merge: give one (--out writes a new file, --merge adds to an existing one)")
+	case f.merge != "" && f.format.String() != "yaml":
+		return f, usagef("--merge adds to a YAML pools file: -o %s does not apply", f.format)
 	}
-	for {
-		if err := fs.Parse(args); err != nil {
-			return f, err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		f.inputs, args = append(f.inputs, fs.Arg(0)), fs.Args()[1:]
-	}
-	if len(f.inputs) == 0 {
-		fs.Usage()
-		return f, errors.New("name at least one FILE, DIR or -")
-	}
+	f.inputs = inputs
 	return f, nil
 }
 
 // importARC is `runnerscaler import-arc`; it returns the exit status.
 func importARC(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	f, err := parseImport(args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return exitConverted
-	}
+	f, err := parseImport(args, getenv, io.Discard)
 	if err != nil {
-		fmt.Fprintln(stderr, "runnerscaler import-arc:", err)
-		return exitUsage
+		return Exit("import-arc", err, stdout, stderr)
 	}
 	sources, err := readSources(f.inputs, stdin)
 	if err != nil {
@@ -108,11 +113,11 @@ func importARC(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	report(stderr, res)
 	if res.Pools == nil {
 		if len(res.Dropped) == 0 {
-			fmt.Fprintln(stderr, "runnerscaler import-arc: no ARC RunnerDeployment or RunnerSet in the input")
+			fmt.Fprintln(stderr, "runnerscaler import-arc: no ARC runner scale set, RunnerDeployment or RunnerSet in the input; nothing written")
 			return exitUsage
 		}
-		fmt.Fprintln(stderr, "runnerscaler import-arc: no pool could be converted (see above); nothing written")
-		return exitDropped
+		fmt.Fprintln(stderr, "runnerscaler import-arc: no pool could be converted (why is listed above); nothing written")
+		return exitUsage
 	}
 	if code := finishImport(ctx, f, res, stdout, stderr); code != exitConverted {
 		return code
@@ -124,20 +129,32 @@ func importARC(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return exitConverted
 }
 
-// finishImport checks that the pools load, writes them, and dry-runs them when
-// a kubeconfig is given.
+// finishImport makes the output (the pools, or the merged file), checks it as
+// the sweeper would, writes it, and dry-runs the pools when a kubeconfig is
+// given.
 func finishImport(ctx context.Context, f importFlags, res arcimport.Result, stdout, stderr io.Writer) int {
-	cfg, err := pool.Parse(res.Pools)
-	if err != nil {
-		fmt.Fprintln(stderr, "runnerscaler import-arc: the converted pools do not load (please report this):", err)
-		return exitFailed
+	out, code := output(f, res, stderr)
+	if code != exitConverted {
+		return code
 	}
-	if err := writeOutput(f.output, res.Pools, stdout); err != nil {
+	cfg, err := arcimport.Check(out)
+	if err != nil {
+		what := "the converted pools"
+		if f.merge != "" {
+			what = f.merge + " with the converted pools"
+		}
+		fmt.Fprintf(stderr, "runnerscaler import-arc: %s would not pass the sweeper's checks; nothing written: %v\n", what, err)
+		return exitUsage
+	}
+	if err := write(f, out, stdout); err != nil {
 		fmt.Fprintln(stderr, "runnerscaler import-arc:", err)
 		return exitFailed
 	}
+	if f.merge != "" {
+		fmt.Fprintf(stderr, "runnerscaler import-arc: added pools %s to %s\n", strings.Join(res.Names, ", "), f.merge)
+	}
 	if f.kubeconfig == "" {
-		fmt.Fprintln(stderr, "runnerscaler import-arc: no -kubeconfig or KUBECONFIG: the pools were not dry-run on a cluster")
+		fmt.Fprintln(stderr, "runnerscaler import-arc: no --kubeconfig or KUBECONFIG: the pools were not dry-run on a cluster")
 		return exitConverted
 	}
 	if err := admit(ctx, f, cfg); err != nil {
@@ -146,6 +163,98 @@ func finishImport(ctx context.Context, f importFlags, res arcimport.Result, stdo
 	}
 	fmt.Fprintf(stderr, "runnerscaler import-arc: the API server admits the runners of all %d pools (dry run)\n", len(cfg.Pools))
 	return exitConverted
+}
+
+// output is what import-arc writes: the pools file (YAML, or JSON without its
+// comments), or the merged file.
+func output(f importFlags, res arcimport.Result, stderr io.Writer) ([]byte, int) {
+	if f.merge != "" {
+		existing, err := os.ReadFile(f.merge)
+		if err != nil {
+			fmt.Fprintln(stderr, "runnerscaler import-arc: --merge:", err)
+			return nil, exitUsage
+		}
+		if _, err := arcimport.Check(existing); err != nil {
+			fmt.Fprintf(stderr, "runnerscaler import-arc: --merge %s: the file does not pass the sweeper's checks as it is (runnerscaler validate %s); nothing written: %v\n", f.merge, f.merge, err)
+			return nil, exitUsage
+		}
+		merged, err := arcimport.Merge(existing, f.merge, res)
+		if err != nil {
+			fmt.Fprintf(stderr, "runnerscaler import-arc: --merge: %v\nnothing written\n", err)
+			return nil, exitUsage
+		}
+		return merged, exitConverted
+	}
+	if f.format.String() != "json" {
+		return res.Pools, exitConverted
+	}
+	raw, err := yaml.YAMLToJSON(res.Pools)
+	if err != nil {
+		fmt.Fprintln(stderr, "runnerscaler import-arc: writing JSON:", err)
+		return nil, exitFailed
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		fmt.Fprintln(stderr, "runnerscaler import-arc: writing JSON:", err)
+		return nil, exitFailed
+	}
+	b.WriteByte('\n')
+	return b.Bytes(), exitConverted
+}
+
+// write writes out to stdout, to the new file --out (never over an existing
+// one), or over the --merge file (through a temporary file in its directory,
+// renamed over it, so a failed write leaves it as it was).
+func write(f importFlags, out []byte, stdout io.Writer) error {
+	switch {
+	case f.out != "":
+		file, err := os.OpenFile(f.out, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("--out %s: the file exists, and import-arc never overwrites a pools file (a pool missing from it would be drained): "+
+				"add the pools to it with --merge %s, or name a new file", f.out, f.out)
+		}
+		if err != nil {
+			return fmt.Errorf("writing pools file: %w", err)
+		}
+		if _, err := file.Write(out); err != nil {
+			_ = file.Close()
+			return fmt.Errorf("writing pools file: %w", err)
+		}
+		return file.Close()
+	case f.merge != "":
+		return replaceFile(f.merge, out)
+	}
+	_, err := stdout.Write(out)
+	return err
+}
+
+// replaceFile writes data over path through a temporary file renamed over it,
+// keeping path's permissions.
+func replaceFile(path string, data []byte) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("--merge: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("--merge: %w", err)
+	}
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	if _, err := tmp.Write(data); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("--merge: writing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(info.Mode().Perm()); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("--merge: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("--merge: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("--merge: %w", err)
+	}
+	return nil
 }
 
 func admit(ctx context.Context, f importFlags, cfg *pool.Config) error {
@@ -167,17 +276,6 @@ func report(w io.Writer, res arcimport.Result) {
 	for _, n := range res.Notes {
 		fmt.Fprintln(w, "note:", n)
 	}
-}
-
-func writeOutput(path string, data []byte, stdout io.Writer) error {
-	if path == "-" {
-		_, err := stdout.Write(data)
-		return err
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return fmt.Errorf("writing pools file: %w", err)
-	}
-	return nil
 }
 
 // readSources reads each input: a file, every manifest under a directory (in

@@ -68,6 +68,9 @@ type Result struct {
 	Pools []byte
 	// Names are the pools' names, in the file's order.
 	Names []string
+	// Origins say where each pool comes from ("FILE, document N:
+	// Kind/name"), in the order of Names.
+	Origins []string
 	// Dropped lists what was not carried, in input order.
 	Dropped []Dropped
 	// Notes say what was carried in another form (a pool name derived or
@@ -122,6 +125,7 @@ func Convert(sources []Source, opts Options) (Result, error) {
 	res.Pools = out
 	for _, d := range drafts {
 		res.Names = append(res.Names, d.name)
+		res.Origins = append(res.Origins, fmt.Sprintf("%s, document %d: %s", d.src.file, d.src.doc, d.src.ref()))
 	}
 	return res, nil
 }
