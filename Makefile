@@ -33,13 +33,17 @@ build: $(addprefix bin/,$(addsuffix /bootstrap,$(FUNCTIONS))) ## Build both Lamb
 bin/%/bootstrap: FORCE
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $@ ./functions/$*
 
-# Targets `sam build` calls (BuildMethod: makefile): the bootstrap and the pools file.
+# Targets `sam build` calls (BuildMethod: makefile): the bootstrap and the pools
+# file, checked first as the sweeper checks it at start, so that a file it would
+# refuse never reaches AWS.
 POOLS_FILE ?= infra/pools.yaml
-.PHONY: build-WebhookFunction build-SweeperFunction
-build-WebhookFunction:
+.PHONY: build-WebhookFunction build-SweeperFunction validate
+validate: ## Check the pools file offline, every problem at once: make validate POOLS_FILE=path/to/pools.yaml
+	@go run ./cmd/runnerscaler validate $(POOLS_FILE)
+build-WebhookFunction: validate
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/webhook
 	cp $(POOLS_FILE) $(ARTIFACTS_DIR)/pools.yaml
-build-SweeperFunction:
+build-SweeperFunction: validate
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(GOARCH) go build $(LAMBDA_FLAGS) -o $(ARTIFACTS_DIR)/bootstrap ./functions/sweeper
 	cp $(POOLS_FILE) $(ARTIFACTS_DIR)/pools.yaml
 

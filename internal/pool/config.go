@@ -206,7 +206,8 @@ func syntaxProblem(err error) *Problem {
 
 var (
 	dns1123Label = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	arches       = []string{"x64", "arm64", "arm"}
+	// Arches are the architectures a pool's arch may name (the runner's label).
+	Arches = []string{"x64", "arm64", "arm"}
 )
 
 // validate checks every pool (root is the file's YAML) and returns a problem
@@ -323,8 +324,8 @@ func (p *Pool) validateLabels() error {
 			return fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l)
 		}
 	}
-	if !slices.Contains(arches, p.Arch) {
-		return fmt.Errorf("arch: %q must be one of %v", p.Arch, arches)
+	if !slices.Contains(Arches, p.Arch) {
+		return fmt.Errorf("arch: %q must be one of %v", p.Arch, Arches)
 	}
 	return nil
 }
