@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -102,6 +103,10 @@ func (c *converter) runnerPod(o *object, dr *draft, path string, n *yaml.Node) {
 func (c *converter) podField(o *object, dr *draft, p, k string, v *yaml.Node) {
 	switch k {
 	case "serviceAccountName", "serviceAccount":
+		if sa := scalar(v); dr.scaleSet && (strings.HasSuffix(sa, "-gha-rs-no-permission") || strings.HasSuffix(sa, "-gha-rs-kube-mode")) {
+			c.note(o, "%s: %s left out: ARC's chart made it, in ARC's namespace; runnerscaler's runners mount no service account token unless the pool names one", p, sa)
+			return
+		}
 		dr.serviceAccount = scalar(v)
 	case "terminationGracePeriodSeconds":
 		dr.grace, dr.gracePath = v, p
