@@ -339,3 +339,139 @@ func TestARCImportServesAJobInTheClosedLoop(t *testing.T) {
 	}
 	w.noViolations()
 }
+
+// arcScaleSetValues is a gha-runner-scale-set release's values in org-a, as
+// `helm get values` prints them.
+const arcScaleSetValues = `githubConfigUrl: https://github.com/org-a
+githubConfigSecret: arc-secret
+runnerScaleSetName: arc-runner-set
+minRunners: 0
+maxRunners: 2
+`
+
+// TestARCScaleSetRunnersSideBySide: during a move from a runner scale set,
+// ARC's scale-set runners and the pool imported from it share organization
+// org-a, the scale set's name (the pool's) and its label. ARC's are
+// registered as ARC names them, `<scale set>-<random>-runner-<random>`, with
+// the scale set's name as their label, one of them busy. runnerscaler's
+// sweeps, a runner's whole life and a teardown create, count, stop and remove
+// only runnerscaler's own runners (`<pool>-xxxxx-0`); ARC's stay registered,
+// online and as busy as they were, and the teardown's look for runners left on
+// GitHub does not take them for its own.
+func TestARCScaleSetRunnersSideBySide(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	res, err := arcimport.Convert([]arcimport.Source{{Name: "values.yaml", Data: []byte(arcScaleSetValues)}},
+		arcimport.Options{Namespace: d.ns, DockerNamespace: d.ns, RunnerImage: "runner:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Names, []string{"arc-runner-set"}) {
+		t.Fatalf("pools %v, not carried %v: want arc-runner-set", res.Names, res.Dropped)
+	}
+	cfg, err := pool.Parse(res.Pools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setPodField(t, cfg, "schedulerName", scalarNode("runnerscaler.dev/no-scheduler")) // the test plays the kubelet
+	arc := map[string]githubsim.Runner{}
+	for _, r := range []struct {
+		name string
+		busy bool
+	}{{"arc-runner-set-7xk2p-runner-bq4zd", false}, {"arc-runner-set-7xk2p-runner-w9c5t", true}, {"arc-runner-set-m4n8v-runner-h2j6k", false}} {
+		arc[r.name] = d.arcRunner(r.name, []string{"arc-runner-set"}, r.busy)
+	}
+
+	s := d.sweeper(cfg)
+	d.queue("arc-runner-set")
+	d.tick(s)
+	ours := d.runners()
+	if len(ours["arc-runner-set"]) != 1 {
+		t.Fatalf("runners %v, want one of the pool: ARC's idle runners with its label are not counted as ours", ours)
+	}
+	r := d.start(ours["arc-runner-set"][0], "organization/org-a")
+	if !runnername.IsPodOf("arc-runner-set", r.Name) {
+		t.Fatalf("our runner %s is not named like the pool's", r.Name)
+	}
+	d.exit(ours["arc-runner-set"][0], r.ID)
+	d.tick(s)
+	d.tick(s)
+
+	var out strings.Builder
+	drainer := teardown.New(inProcess{s}, clock.RealClock{}, &out)
+	drainer.Interval = 200 * time.Millisecond
+	drainer.GitHub = teardown.NewRegistrations(d.gh, cfg)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := drainer.Drain(ctx); err != nil {
+		t.Fatalf("drain: %v\n%s", err, out.String())
+	}
+	for name, was := range arc {
+		now, ok := d.sim.Runner(was.ID)
+		if !ok || now.Name != name || now.Busy != was.Busy || !now.Online {
+			t.Errorf("ARC's runner %s: %+v (registered %v), want it as it was: %+v", name, now, ok, was)
+		}
+	}
+	if got := len(d.sim.Runners()); got != len(arc) {
+		t.Errorf("%d runners on GitHub after the drain, want ARC's %d only", got, len(arc))
+	}
+	if left, err := teardown.NewRegistrations(d.gh, cfg).Left(t.Context()); err != nil || len(left) != 0 {
+		t.Errorf("runners left on GitHub %v (%v), want none: ARC's scale-set runners are not named like the pool's", left, err)
+	}
+}
+
+// TestARCScaleSetServesJobsInTheClosedLoop: the gha-runner-scale-set chart's
+// default values, with a githubConfigUrl (and the Helm release's name, which
+// names the scale set), imported with runnerscaler's runner image, serve the
+// jobs whose runs-on names the scale set, in the closed loop: real runner pods
+// on the node, the GitHub simulator, the webhook and the sweeper, with no
+// violation. The edits an operator makes for the cluster at hand: host
+// networking (runners reach the simulator on 127.0.0.1) and a ceiling
+// (the chart sets none; the import writes minRunners, at least 1, and lists it).
+func TestARCScaleSetServesJobsInTheClosedLoop(t *testing.T) {
+	t.Parallel()
+	img := image(t)
+	db, table := testenv.Table(t)
+	kube, ns := testenv.Namespace(t)
+	values, err := os.ReadFile("../internal/arcimport/testdata/arc-scale-sets/values/00-chart-default-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values = []byte(strings.Replace(string(values), `githubConfigUrl: ""`, `githubConfigUrl: "https://github.com/example"`, 1))
+	res, err := arcimport.Convert([]arcimport.Source{{Name: "values.yaml", Data: values}},
+		arcimport.Options{Namespace: ns, DockerNamespace: ns, RunnerImage: img, Release: "arc-runner-set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := arcimport.Check(res.Pools)
+	if err != nil {
+		t.Fatalf("%v; not carried: %v", err, res.Dropped)
+	}
+	p := cfg.Pool("arc-runner-set")
+	if p == nil || p.Organization != "example" || !slices.Equal(p.Labels, []string{"arc-runner-set"}) || p.MinReplicas != 0 || p.Kubernetes.DockerEnabled {
+		t.Fatalf("pool %+v: want organization example, label arc-runner-set, min 0, no docker", p)
+	}
+	two := 2
+	p.MaxReplicas = &two
+	setPodField(t, cfg, "hostNetwork", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	setPodField(t, cfg, "dnsPolicy", scalarNode("Default"))
+	logger, logs := debugLog(t)
+	l, err := loop.Start(t.Context(), loop.Options{Pools: cfg, DB: db, Table: table, Kube: kube, Log: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apispec.Verify(t, l.Sim)
+	t.Cleanup(func() { releasePods(kube, ns) })
+	t.Cleanup(l.Stop)
+	w := &world{t: t, loop: l, kube: kube, ns: ns, cfg: cfg, image: img, logs: logs}
+	for range 3 {
+		l.Sim.QueueJob(githubsim.JobSpec{Repository: "example/myrepo", Organization: "example", Labels: []string{"arc-runner-set"}, Duration: time.Second})
+	}
+	w.waitFor("the jobs completed", 3*time.Minute, func() bool { return allDone(l.Sim.Jobs()) })
+	for _, j := range l.Sim.Jobs() {
+		if j.Conclusion != githubsim.JobSuccess || !runnername.IsPodOf("arc-runner-set", j.RunnerName) {
+			t.Errorf("job %d: %s on %s, want success on an arc-runner-set runner", j.ID, j.Conclusion, j.RunnerName)
+		}
+	}
+	w.noViolations()
+}

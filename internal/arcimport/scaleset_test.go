@@ -1,6 +1,7 @@
 package arcimport_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,7 +9,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/arcimport"
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 func noted(res arcimport.Result, parts ...string) bool {
@@ -264,5 +269,40 @@ func TestScaleSetNotConvertible(t *testing.T) {
 		if res.Pools != nil || !slices.ContainsFunc(res.Dropped, func(d arcimport.Dropped) bool { return strings.Contains(d.Reason, tc.why) }) {
 			t.Errorf("%q: pools %s, not carried %v: want none, saying %q", tc.values, res.Pools, res.Dropped, tc.why)
 		}
+	}
+}
+
+// orgRunners lists fixed runners for every scope (teardown.RunnerLister).
+type orgRunners []githubapi.Runner
+
+func (r orgRunners) Runners(context.Context, scope.Scope) ([]githubapi.Runner, error) { return r, nil }
+
+// TestScaleSetRunnersAreNotThePools: a pool imported from a scale set has the
+// scale set's name, yet ARC's scale-set runners — `<scale set>-<random>-runner-<random>`,
+// labelled with the scale set's name — are never named like the pool's
+// (`<pool>-xxxxx-0`), which is how the webhook, the sweeper's cleanup and the
+// teardown tell runnerscaler's runners: the teardown's look for runners left on
+// GitHub finds the pool's own only. (tests/arc_test.go's
+// TestARCScaleSetRunnersSideBySide runs sweeps and a teardown beside them.)
+func TestScaleSetRunnersAreNotThePools(t *testing.T) {
+	t.Parallel()
+	res, err := arcimport.Convert([]arcimport.Source{{Name: "values.yaml", Data: []byte(
+		"githubConfigUrl: https://github.com/acme\nrunnerScaleSetName: arc-runner-set\nmaxRunners: 2\n")}}, withImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := loads(t, res.Pools)
+	arc := []string{"arc-runner-set-abcde-runner-xyz12", "arc-runner-set-7xk2p-runner-bq4zd", "arc-runner-set-abcde-0x"}
+	ours := runnername.Pod(runnername.New("arc-runner-set"))
+	var listed orgRunners
+	for i, name := range append(arc, ours) {
+		listed = append(listed, githubapi.Runner{ID: int64(i + 1), Name: name, Status: "online", Labels: []string{"arc-runner-set"}})
+		if mine := runnername.IsPodOf("arc-runner-set", name); mine != (name == ours) {
+			t.Errorf("%s taken for the pool's: %v", name, mine)
+		}
+	}
+	left, err := teardown.NewRegistrations(listed, cfg).Left(t.Context())
+	if err != nil || len(left) != 1 || !strings.Contains(left[0], ours) {
+		t.Errorf("left on GitHub %v (%v), want only %s", left, err, ours)
 	}
 }
