@@ -1,15 +1,24 @@
-// Package arcimport converts actions-runner-controller (ARC) manifests of the
-// `actions.summerwind.dev/v1alpha1` API — RunnerDeployment, RunnerSet, Runner and
-// HorizontalRunnerAutoscaler, in multi-document YAML or `kubectl get -o yaml`
-// lists — into a pools file (package pool).
+// Package arcimport converts actions-runner-controller (ARC) configurations
+// into a pools file (package pool): runner scale sets (`actions.github.com/v1alpha1`
+// AutoscalingRunnerSet objects, and the gha-runner-scale-set Helm chart's
+// values files that render them), and legacy ARC's `actions.summerwind.dev/v1alpha1`
+// RunnerDeployment, RunnerSet, Runner and HorizontalRunnerAutoscaler — in
+// multi-document YAML or `kubectl get -o yaml` lists.
 //
-// Each RunnerDeployment or RunnerSet becomes one pool, with the
-// HorizontalRunnerAutoscaler whose scaleTargetRef names it; one without an
-// autoscaler keeps its fixed size (minReplicas = maxReplicas = replicas). What has
-// no counterpart here is never dropped silently: every such field — a metrics-based
-// autoscaler, an autoscaler whose target is not in the input, a lone Runner, an
-// unknown field, ARC's runner image — is listed as a Dropped, naming the file,
-// the document, the field's path and what to do instead.
+// Each scale set becomes one pool named after it, labelled with its name (the
+// label its jobs' runs-on names). Each RunnerDeployment or RunnerSet becomes one
+// pool, with the HorizontalRunnerAutoscaler whose scaleTargetRef names it; one
+// without an autoscaler keeps its fixed size (minReplicas = maxReplicas =
+// replicas). What has no counterpart here is never dropped silently: every such
+// field — a metrics-based autoscaler, an autoscaler whose target is not in the
+// input, a lone Runner, a scale set's credentials or listener, an unknown field,
+// ARC's runner image, what the sweeper reserves — is listed as a Dropped, naming
+// the file, the document, the field's path and what to do instead. A key
+// written twice in one mapping is refused (ErrInput), naming both lines.
+//
+// Every pool written passes the sweeper's own checks (Check): a pool that would
+// not is left out and listed, so that the file never stops the other pools.
+// Merge adds converted pools to an existing pools file, keeping its bytes.
 //
 // Fields that only ARC's controllers read or write (a StatefulSet's selector and
 // serviceName, effectiveTime, capacityReservations, status, the objects' own
