@@ -3,6 +3,7 @@ package poolcheck_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -86,10 +87,19 @@ func TestCheckPlacesEachCheck(t *testing.T) {
 	}
 }
 
-// TestExamplesPass: the pools files shipped with the code pass the check.
+// TestExamplesPass: the pools files shipped with the code (the examples
+// included) load and pass every check of the sweeper's start.
 func TestExamplesPass(t *testing.T) {
 	t.Parallel()
-	for _, path := range []string{"../../infra/pools.example.yaml", "../../infra/pools.yaml"} {
+	examples, _ := filepath.Glob("../../examples/pools/*.yaml")
+	if len(examples) < 7 {
+		t.Fatalf("examples/pools has %d files, want one per common case", len(examples))
+	}
+	for _, path := range append(examples, "../../infra/pools.example.yaml", "../../infra/pools.yaml", "../../local/pools.yaml") {
+		if _, err := pool.Load(path); err != nil {
+			t.Errorf("%s: %v", path, err)
+			continue
+		}
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
