@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// docFiles are the documentation the tests keep true: the README, the pages
+// under docs/ and examples/, and the contributors' pages.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"../../README.md", "../../CONTRIBUTING.md", "../../CHANGELOG.md"}
+	for _, dir := range []string{"../../docs", "../../examples"} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(path, ".md") {
+				files = append(files, path)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return files
+}
+
+var (
+	mdLink     = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	inlineCode = regexp.MustCompile("`[^`]*`")
+	// commandLine is a line of a code block that runs the CLI.
+	commandLine = regexp.MustCompile(`^(?:\$ )?(?:go run \./cmd/)?runnerscaler(?:\s|$)`)
+)
+
+// TestDocLinksResolve: every relative link of the docs names a file or
+// directory that exists, and a #fragment names a heading of its page.
+func TestDocLinksResolve(t *testing.T) {
+	t.Parallel()
+	for _, file := range docFiles(t) {
+		prose, _ := split(t, file)
+		for _, l := range prose {
+			for _, m := range mdLink.FindAllStringSubmatch(inlineCode.ReplaceAllString(l.text, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				resolved := file
+				if path != "" {
+					resolved = filepath.Join(filepath.Dir(file), path)
+					if _, err := os.Stat(resolved); err != nil {
+						t.Errorf("%s:%d: link %s: no such file", file, l.line, target)
+						continue
+					}
+				}
+				if anchor != "" && !hasAnchor(t, resolved, anchor) {
+					t.Errorf("%s:%d: link %s: %s has no heading #%s", file, l.line, target, resolved, anchor)
+				}
+			}
+		}
+	}
+}
+
+// TestDocCommandsParse: every `runnerscaler ...` command line in the docs'
+// code blocks parses with the CLI's own flags.
+func TestDocCommandsParse(t *testing.T) {
+	t.Parallel()
+	env := func(string) string { return "from-the-environment" }
+	n := 0
+	for _, file := range docFiles(t) {
+		_, code := split(t, file)
+		for _, l := range code {
+			line := strings.TrimSpace(l.text)
+			if !commandLine.MatchString(line) {
+				continue
+			}
+			args := shellWords(line)
+			for i, a := range args {
+				if a == "runnerscaler" || strings.HasSuffix(a, "/runnerscaler") {
+					args = args[i+1:]
+					break
+				}
+			}
+			n++
+			if err := parseCommandLine(args, env); err != nil {
+				t.Errorf("%s:%d: %s: %v", file, l.line, line, err)
+			}
+		}
+	}
+	if n < 5 {
+		t.Errorf("%d command lines found in the docs, want the ones the CLI reference shows", n)
+	}
+}
+
+type docLine struct {
+	line int
+	text string
+}
+
+// split returns a Markdown file's prose lines and its code blocks' lines, the
+// latter with their continuations (a trailing \) joined.
+func split(t *testing.T, file string) (prose, code []docLine) {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	fenced, n := false, 0
+	var pending *docLine
+	for s.Scan() {
+		n++
+		text := s.Text()
+		if strings.HasPrefix(strings.TrimSpace(text), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			prose = append(prose, docLine{n, text})
+			continue
+		}
+		if pending != nil {
+			pending.text += " " + strings.TrimSpace(text)
+		} else {
+			pending = &docLine{n, text}
+		}
+		if strings.HasSuffix(pending.text, "\\") {
+			pending.text = strings.TrimSuffix(pending.text, "\\")
+			continue
+		}
+		code = append(code, *pending)
+		pending = nil
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return prose, code
+}
+
+// hasAnchor reports whether the Markdown file has a heading whose GitHub
+// anchor is anchor.
+func hasAnchor(t *testing.T, file, anchor string) bool {
+	t.Helper()
+	prose, _ := split(t, file)
+	seen := map[string]int{}
+	for _, l := range prose {
+		if !strings.HasPrefix(l.text, "#") {
+			continue
+		}
+		slug := slugify(strings.TrimLeft(l.text, "# "))
+		if k := seen[slug]; k > 0 {
+			seen[slug]++
+			slug += "-" + string(rune('0'+k))
+		} else {
+			seen[slug] = 1
+		}
+		if slug == anchor {
+			return true
+		}
+	}
+	return false
+}
+
+// slugify is GitHub's anchor of a heading: lower case, punctuation dropped,
+// spaces as hyphens.
+func slugify(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteRune('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// shellWords splits a command line as a shell would, for the simple lines of
+// the docs: quotes group, a # starts a comment.
+func shellWords(line string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord, quote := false, rune(0)
+	for _, r := range line {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == '#' && !inWord:
+			return append(words, cur.String())[:len(words)]
+		case unicode.IsSpace(r):
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
