@@ -56,4 +56,4 @@ func Secret(ctx context.Context, sm SecretsAPI, arn string) ([]byte, error) {
 	return nil, fmt.Errorf("secret %s: %w", arn, errEmptySecret)
 }
 
-var errEmptySecret = errors.New("is empty: put the value in it (see docs/getting-started.md, "Fill the secrets")")
+var errEmptySecret = errors.New("is empty: put the value in it (see docs/getting-started.md, step 6)")
