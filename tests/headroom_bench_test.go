@@ -53,6 +53,7 @@ func headroomWaits(b *testing.B, with bool, jobs int) []time.Duration {
 	setting := ""
 	if with {
 		setting = "headroom: {replicas: 1, image: %[3]s}"
+		applyPriorityClass(b, s.kube)
 		s.set(1)
 	} else {
 		s.set(0)

@@ -15,6 +15,8 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -91,6 +93,7 @@ type headroomEnv struct {
 func newHeadroomEnv(t *testing.T) *headroomEnv {
 	t.Helper()
 	kube, ns := testenv.Namespace(t)
+	applyPriorityClass(t, kube)
 	return &headroomEnv{t: t, kube: kube, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), gh: &noGitHub{}}
 }
 
@@ -211,8 +214,9 @@ func TestHeadroomScheduleEndsAndNothingIsLeft(t *testing.T) {
 
 // TestHeadroomRBACIsEnough: as a member of a group that infra/rbac.yaml's Role
 // and ClusterRole (bound to that group for the test) grant, the reconciler
-// creates, resizes and deletes a pool's placeholders; the group may create
-// priority classes and get the placeholders' one, and get no other.
+// creates, resizes and deletes a pool's placeholders, once the operator
+// applied infra/priorityclass.yaml; the group may get the placeholders'
+// priority class, and neither create one nor get another.
 func TestHeadroomRBACIsEnough(t *testing.T) {
 	t.Parallel()
 	e := newHeadroomEnv(t)
@@ -233,7 +237,7 @@ func TestHeadroomRBACIsEnough(t *testing.T) {
 	for _, tc := range []struct {
 		verb, name string
 		allowed    bool
-	}{{"create", "", true}, {"get", headroom.PriorityClassName, true}, {"get", "system-node-critical", false}} {
+	}{{"create", "", false}, {"create", headroom.PriorityClassName, false}, {"get", headroom.PriorityClassName, true}, {"get", "system-node-critical", false}} {
 		review, err := e.kube.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: "sweeper-" + e.ns, Groups: []string{group},
 				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "scheduling.k8s.io", Resource: "priorityclasses", Verb: tc.verb, Name: tc.name}},
@@ -244,6 +248,25 @@ func TestHeadroomRBACIsEnough(t *testing.T) {
 		if review.Status.Allowed != tc.allowed {
 			t.Errorf("%s priorityclasses %q: allowed %v, want %v", tc.verb, tc.name, review.Status.Allowed, tc.allowed)
 		}
+	}
+}
+
+// applyPriorityClass creates infra/priorityclass.yaml's class as the operator
+// does before pools with headroom are deployed (the sweeper may only read it).
+// It is cluster-wide, shared by the tests and never deleted: a test finding it
+// already there goes on.
+func applyPriorityClass(t testing.TB, kube kubernetes.Interface) {
+	t.Helper()
+	raw, err := os.ReadFile("../infra/priorityclass.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc schedulingv1.PriorityClass
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&pc); err != nil {
+		t.Fatalf("infra/priorityclass.yaml: %v", err)
+	}
+	if _, err := kube.SchedulingV1().PriorityClasses().Create(t.Context(), &pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("applying infra/priorityclass.yaml: %v", err)
 	}
 }
 

@@ -189,6 +189,7 @@ func TestHeadroomRunnerPreemptsAPlaceholder(t *testing.T) {
 	t.Parallel()
 	s := newSlots(t)
 	s.set(1)
+	applyPriorityClass(t, s.kube)
 	w := newWorldWith(t, `
 pools:
   - name: p

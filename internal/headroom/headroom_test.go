@@ -1,11 +1,15 @@
 package headroom_test
 
 import (
+	"bytes"
+	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/runnerscaler/runnerscaler/internal/headroom"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -128,5 +132,27 @@ func TestPriorityClass(t *testing.T) {
 	pc := headroom.PriorityClass()
 	if pc.Value >= 0 || pc.GlobalDefault || *pc.PreemptionPolicy != corev1.PreemptNever || pc.Name != headroom.PriorityClassName {
 		t.Fatalf("priority class %+v", pc)
+	}
+}
+
+// TestPriorityClassManifest: the class the operator applies
+// (infra/priorityclass.yaml; the sweeper may only read it) is the one the
+// placeholders name, as PriorityClass describes it.
+func TestPriorityClassManifest(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../infra/priorityclass.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got schedulingv1.PriorityClass
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096).Decode(&got); err != nil {
+		t.Fatalf("infra/priorityclass.yaml: %v", err)
+	}
+	if got.APIVersion != "scheduling.k8s.io/v1" || got.Kind != "PriorityClass" {
+		t.Fatalf("infra/priorityclass.yaml is a %s %s, want a scheduling.k8s.io/v1 PriorityClass", got.APIVersion, got.Kind)
+	}
+	got.TypeMeta = headroom.PriorityClass().TypeMeta
+	if want := headroom.PriorityClass(); !equality.Semantic.DeepEqual(&got, want) {
+		t.Fatalf("infra/priorityclass.yaml is\n%+v\nwant\n%+v", got, want)
 	}
 }

@@ -16,9 +16,9 @@ import (
 )
 
 // headroom keeps the pool's placeholder StatefulSet (package headroom) at the
-// count scaling.Headroom wants: created (after the priority class it needs),
-// resized, replaced when the runner's template changed, deleted when the pool
-// wants none; and deletes this deployment's placeholders of pools no longer in
+// count scaling.Headroom wants: created (once the priority class it needs,
+// which the operator creates, is found), resized, replaced when the runner's
+// template changed, deleted when the pool wants none; and deletes this deployment's placeholders of pools no longer in
 // the pools file in the pool's namespace. It costs one list of the namespace's
 // placeholder StatefulSets per sweep of a pool that wants placeholders; a pool
 // that wants none is looked at on its first sweep by this reconciler and then
@@ -99,7 +99,7 @@ func (r *Reconciler) placeholders(ctx context.Context, s *sweep, cur *appsv1.Sta
 	case cur != nil:
 		return nil
 	}
-	if err := r.ensurePriorityClass(ctx); err != nil {
+	if err := r.checkPriorityClass(ctx); err != nil {
 		return err
 	}
 	if _, err := r.kube.AppsV1().StatefulSets(next.Namespace).Create(ctx, next, metav1.CreateOptions{}); err != nil {
@@ -121,26 +121,34 @@ func (r *Reconciler) deletePlaceholders(ctx context.Context, sts *appsv1.Statefu
 	return nil
 }
 
-// ensurePriorityClass creates the placeholders' PriorityClass if it is
-// missing, once per reconciler. A class of that name that would not rank
-// placeholders below runner pods (value 0 or more) is an error: placeholders
-// would hold nodes that runners cannot take.
-func (r *Reconciler) ensurePriorityClass(ctx context.Context) error {
+// ErrNoPriorityClass is returned (wrapped, naming the class and its manifest)
+// when a pool wants headroom placeholders and their PriorityClass does not
+// exist, or the sweeper may not read it. The operator creates it
+// (infra/priorityclass.yaml): the sweeper may only read it, since RBAC cannot
+// narrow `create` to one name. The pool gets no placeholders, its status's
+// errors say why, and the next sweep looks again; its runners are not held up.
+var ErrNoPriorityClass = errors.New("the headroom placeholders' PriorityClass is missing")
+
+// checkPriorityClass reads the placeholders' PriorityClass, once per
+// reconciler once it was found usable. A missing or unreadable class is
+// ErrNoPriorityClass; a class of that name that would not rank placeholders
+// below runner pods (value 0 or more) is an error too: placeholders would hold
+// nodes that runners cannot take.
+func (r *Reconciler) checkPriorityClass(ctx context.Context) error {
 	if r.priorityClassReady.Load() {
 		return nil
 	}
-	classes := r.kube.SchedulingV1().PriorityClasses()
-	pc, err := classes.Get(ctx, headroom.PriorityClassName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		pc, err = classes.Create(ctx, headroom.PriorityClass(), metav1.CreateOptions{})
-		if apierrors.IsAlreadyExists(err) {
-			pc, err = classes.Get(ctx, headroom.PriorityClassName, metav1.GetOptions{})
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("priority class %s: %w", headroom.PriorityClassName, err)
-	}
-	if pc.Value >= 0 {
+	pc, err := r.kube.SchedulingV1().PriorityClasses().Get(ctx, headroom.PriorityClassName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("%w: priority class %s does not exist; apply infra/priorityclass.yaml (docs/getting-started.md)",
+			ErrNoPriorityClass, headroom.PriorityClassName)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("%w: the sweeper may not read priority class %s (%v); apply infra/rbac.yaml's ClusterRole and infra/priorityclass.yaml",
+			ErrNoPriorityClass, headroom.PriorityClassName, err)
+	case err != nil:
+		return fmt.Errorf("reading priority class %s: %w", headroom.PriorityClassName, err)
+	case pc.Value >= 0:
 		return fmt.Errorf("priority class %s has value %d: runner pods (priority 0 by default) could not preempt the placeholders; want a negative value",
 			pc.Name, pc.Value)
 	}
