@@ -44,8 +44,11 @@ import (
 //
 // The budget is ensured once per Reconciler and budgetRecheck (its memory: no
 // read per sweep), and deleted when a draining pool (removed from the pools
-// file, or in a teardown) has no runner left. A budget of that name that does
-// not record this deployment is never changed or deleted: ErrBudgetNotOurs.
+// file, or in a teardown) has no runner left. A pool removed from the file
+// while it had no runner object is never swept (removed pools are found by
+// their runners): its budget is deleted by the sweep of any pool of its
+// namespace (dropRemovedBudgets). A budget of that name that does not record
+// this deployment is never changed or deleted: ErrBudgetNotOurs.
 
 // budgetSuffix names a pool's budget: <pool>-busy-runners, at most 53
 // characters for a pool name of pool.MaxNameLength.
@@ -92,10 +95,74 @@ func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 // runner left that a budget protects (a live StatefulSet, or an orphaned pod
 // not being deleted), ensured otherwise.
 func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
+	var err error
 	if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, notDeleting) {
-		return r.dropBudget(ctx, s)
+		err = r.dropBudget(ctx, s)
+	} else {
+		err = r.ensureBudget(ctx, s)
 	}
-	return r.ensureBudget(ctx, s)
+	return errors.Join(err, r.dropRemovedBudgets(ctx, s))
+}
+
+// dropRemovedBudgets deletes, in the pool's namespace, this deployment's
+// budgets of pools the pools file no longer has and that have no runner left
+// there: no StatefulSet of the pool, no pod of it that is not being deleted.
+// A removed pool with runners keeps its budget: it is drained as a removed
+// pool, whose sweep deletes the budget once the last runner is gone
+// (guardBudget). It lists the namespace's budgets once per CleanupInterval
+// (on the first sweep of this Reconciler in it), and the pool's runner
+// objects only for a budget that is a leftover's.
+func (r *Reconciler) dropRemovedBudgets(ctx context.Context, s *sweep) error {
+	ns := s.p.Kubernetes.Namespace
+	if last, ok := r.removedBudgetsChecked.Load(ns); ok && s.now.Sub(last.(time.Time)) < r.opts.CleanupInterval {
+		return nil
+	}
+	api := r.kube.PolicyV1().PodDisruptionBudgets(ns)
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelPool})
+	if err != nil {
+		return fmt.Errorf("listing poddisruptionbudgets in %s: %w", ns, err)
+	}
+	var errs []error
+	for i := range list.Items {
+		pdb := &list.Items[i]
+		owner := pdb.Labels[runnerpod.LabelPool]
+		if _, configured := r.templates[owner]; configured || owner == s.p.Name || !r.ours(pdb.ObjectMeta) ||
+			pdb.Name != owner+budgetSuffix || pdb.DeletionTimestamp != nil {
+			continue
+		}
+		if err := r.dropLeftoverBudget(ctx, s, pdb); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.removedBudgetsChecked.Store(ns, s.now)
+	return nil
+}
+
+// dropLeftoverBudget deletes pdb, the budget of a pool removed from the file,
+// if that pool has no runner left in its namespace (UID precondition).
+func (r *Reconciler) dropLeftoverBudget(ctx context.Context, s *sweep, pdb *policyv1.PodDisruptionBudget) error {
+	removed := pdb.Labels[runnerpod.LabelPool]
+	sel := metav1.ListOptions{LabelSelector: runnerpod.LabelPool + "=" + removed}
+	stss, err := r.kube.AppsV1().StatefulSets(pdb.Namespace).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("listing the runners of removed pool %s: %w", removed, err)
+	}
+	pods, err := r.kube.CoreV1().Pods(pdb.Namespace).List(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("listing the runner pods of removed pool %s: %w", removed, err)
+	}
+	if len(stss.Items) > 0 || slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp == nil }) {
+		return nil // drained as a removed pool, whose last sweep deletes the budget
+	}
+	err = r.kube.PolicyV1().PodDisruptionBudgets(pdb.Namespace).Delete(ctx, pdb.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &pdb.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting poddisruptionbudget %s/%s of removed pool %s: %w", pdb.Namespace, pdb.Name, removed, err)
+	}
+	s.log.Info("poddisruptionbudget of a pool removed from the pools file deleted: it has no runner left", "budget", pdb.Name, "removedPool", removed)
+	return nil
 }
 
 func notDeleting(pod *corev1.Pod) bool { return pod.DeletionTimestamp == nil }

@@ -114,8 +114,11 @@ type Reconciler struct {
 	// lists: the runner lists the pools' sweeps share (nil: not shared).
 	lists *sharedLists
 	// budgets: by namespace/name, the budgetState of each pool's
-	// PodDisruptionBudget this Reconciler made sure of (disruption.go).
-	budgets sync.Map
+	// PodDisruptionBudget this Reconciler made sure of (disruption.go);
+	// removedBudgetsChecked: by namespace, when it was last found to hold no
+	// budget of a removed pool that has no runner left.
+	budgets               sync.Map
+	removedBudgetsChecked sync.Map
 }
 
 type built struct {
