@@ -188,6 +188,8 @@ type Loop struct {
 	// shortSince: pool → since when it has lacked runners for its waiting jobs
 	// (judgeWaits, in the watchJobs goroutine only).
 	shortSince map[string]time.Time
+	// swept: when each pool's last clean sweeps began (judgeWaits' barrier).
+	swept cleanSweeps
 	// nudgesSent counts the webhook's nudges; nudgesDone those whose sweeper
 	// invocation has returned (Nudges).
 	nudgesSent, nudgesDone atomic.Int64
@@ -396,15 +398,19 @@ func (l *Loop) invoke(ctx context.Context, ev sweeper.Event) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(mrand.Int64N(int64(150*time.Millisecond))))
 		defer cancel()
 	}
-	defer l.usage.sweep(ev, time.Now())
-	_, _ = l.sweeper.Load().Handle(ctx, ev)
+	start := time.Now()
+	defer l.usage.sweep(ev, start)
+	r, _ := l.sweeper.Load().Handle(ctx, ev)
+	l.swept.record(start, r)
 }
 
 // Sweep runs one scheduled sweep now.
 func (l *Loop) Sweep(ctx context.Context) error {
 	ev := sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}
-	defer l.usage.sweep(ev, time.Now())
-	_, err := l.sweeper.Load().Handle(ctx, ev)
+	start := time.Now()
+	defer l.usage.sweep(ev, start)
+	r, err := l.sweeper.Load().Handle(ctx, ev)
+	l.swept.record(start, r)
 	return err
 }
 

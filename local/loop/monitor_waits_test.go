@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
@@ -42,7 +43,10 @@ func runnerStatefulSet(t *testing.T, kube kubernetes.Interface, ns, pool string)
 
 // TestWaitBeyondTheBoundWithRoomIsAViolation: a job queued beyond the wait bound
 // while its pool has fewer runners than its jobs need and room for more is a
-// violation once the shortfall has lasted shortfallGrace, reported once; not
+// violation once the shortfall has lasted shortfallGrace and two sweeps of the
+// pool that began after it ended cleanly, reported once; not before those
+// sweeps, however long the shortfall (a failed sweep, or one that began before
+// the shortfall, does not count); not
 // while the pool's runners cover its jobs, not when a fault keeps the pool's jobs
 // from running, and not while the sweeper is throttled.
 func TestWaitBeyondTheBoundWithRoomIsAViolation(t *testing.T) {
@@ -62,13 +66,28 @@ func TestWaitBeyondTheBoundWithRoomIsAViolation(t *testing.T) {
 		}
 	}
 
+	cleanTwice := func(l *Loop) {
+		for range 2 {
+			l.swept.record(time.Now(), sweeper.Report{Swept: []string{"small", "keep"}})
+		}
+	}
 	l := newLoop()
+	cleanTwice(l)
 	l.judgeWaits(t.Context(), jobs)
 	l.judgeWaits(t.Context(), jobs)
 	if v := l.Monitor.Violations(); len(v) != 0 {
 		t.Fatalf("a shortfall younger than the grace: violations %q", v)
 	}
 	longAgo(l)
+	before := l.shortSince["small"].Add(-time.Second)
+	l.swept.record(before, sweeper.Report{Swept: []string{"small", "keep"}})
+	l.swept.record(time.Now(), sweeper.Report{Swept: []string{"keep"}, Failed: []string{"small"}})
+	l.swept.record(time.Now(), sweeper.Report{Swept: []string{"small", "keep"}})
+	l.judgeWaits(t.Context(), jobs)
+	if v := l.Monitor.Violations(); len(v) != 0 {
+		t.Fatalf("a shortfall older than the grace but only one clean sweep of the pool since: violations %q", v)
+	}
+	l.swept.record(time.Now(), sweeper.Report{Swept: []string{"small", "keep"}})
 	for range 2 {
 		l.judgeWaits(t.Context(), jobs)
 	}
@@ -76,7 +95,7 @@ func TestWaitBeyondTheBoundWithRoomIsAViolation(t *testing.T) {
 	if len(v) != 1 {
 		t.Fatalf("violations %q, want job 1 alone (job 2's pool has a runner for it, job 3 is within the bound)", v)
 	}
-	mustFind(t, "violations", v, "job 1 queued for 40s while pool small had 0 runners for 2 outstanding jobs (max 2)")
+	mustFind(t, "violations", v, "job 1 queued for 40s while pool small had 0 runners for 2 outstanding jobs (max 2) for ", "across two clean sweeps")
 	if _, short := l.shortSince["keep"]; short {
 		t.Fatal("pool keep, whose runner covers its job, is still counted short")
 	}
@@ -84,6 +103,7 @@ func TestWaitBeyondTheBoundWithRoomIsAViolation(t *testing.T) {
 	excused := newLoop()
 	excused.Monitor.PoolFault("small", "image cannot be pulled")
 	longAgo(excused)
+	cleanTwice(excused)
 	excused.judgeWaits(t.Context(), jobs)
 	if v := excused.Monitor.Violations(); len(v) != 0 {
 		t.Fatalf("with a fault on the pool: violations %q", v)
@@ -92,6 +112,7 @@ func TestWaitBeyondTheBoundWithRoomIsAViolation(t *testing.T) {
 	paused := newLoop()
 	paused.pausedUntil.Store(time.Now().Add(time.Minute).UnixNano())
 	longAgo(paused)
+	cleanTwice(paused)
 	paused.judgeWaits(t.Context(), jobs)
 	if v := paused.Monitor.Violations(); len(v) != 0 || len(paused.shortSince) != 0 {
 		t.Fatalf("while sweeps are paused: violations %q, short since %v; want neither", v, paused.shortSince)
