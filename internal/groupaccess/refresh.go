@@ -2,6 +2,7 @@ package groupaccess
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -29,6 +30,9 @@ type GitHub interface {
 type Records interface {
 	Get(ctx context.Context, s scope.Scope, group string) (Access, bool, error)
 	Put(ctx context.Context, a Access) error
+	// List names every group stored; Delete deletes one's item.
+	List(ctx context.Context) ([]Stored, error)
+	Delete(ctx context.Context, g Stored) error
 }
 
 // Checked reports whether routing checks p's group: a group other than
@@ -58,22 +62,50 @@ func NewRefresher(records Records, gh GitHub, clk clock.PassiveClock, log *slog.
 
 // Refresh reads again, once each, every group the pools name that routing
 // checks (Checked) and whose stored access is missing or RefreshEvery old,
-// and stores the answer. A failure (GitHub's, deferred near the rate limit, or
-// the table's) is logged and leaves what was stored: the next scheduled sweep
-// tries again.
+// and stores the answer; then it deletes what is stored of groups none of the
+// pools names (a pool removed from the file, or given another group), which
+// nothing would read or refresh again. pools must be every pool of the file.
+// A failure (GitHub's, deferred near the rate limit, or the table's) is logged
+// and leaves what was stored: the next scheduled sweep tries again.
 func (r *Refresher) Refresh(ctx context.Context, pools []*pool.Pool) {
-	seen := map[string]bool{}
+	named := map[string]bool{}
 	for _, p := range pools {
-		key := p.Scope().String() + "#" + strings.ToLower(p.Group)
-		if !Checked(p) || seen[key] {
+		key := storedKey(p.Scope().String(), p.Group)
+		if !Checked(p) || named[key] {
 			continue
 		}
-		seen[key] = true
+		named[key] = true
 		if err := r.refresh(ctx, p.Scope(), p.Group); err != nil {
 			r.log.WarnContext(ctx, "runner group access not refreshed; routing keeps what was read before",
 				"scope", p.Scope().String(), "group", p.Group, "error", err)
 		}
 	}
+	if err := r.forget(ctx, named); err != nil {
+		r.log.WarnContext(ctx, "access of runner groups no pool names not deleted", "error", err)
+	}
+}
+
+// storedKey identifies a group of a scope (scope.Scope.String()) as the store does.
+func storedKey(s, group string) string { return s + "#" + strings.ToLower(group) }
+
+// forget deletes the stored groups that named does not have.
+func (r *Refresher) forget(ctx context.Context, named map[string]bool) error {
+	stored, err := r.records.List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, g := range stored {
+		if named[storedKey(g.Scope, g.Group)] {
+			continue
+		}
+		if err := r.records.Delete(ctx, g); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.log.InfoContext(ctx, "runner group access deleted: no pool names the group", "scope", g.Scope, "group", g.Group)
+	}
+	return errors.Join(errs...)
 }
 
 func (r *Refresher) refresh(ctx context.Context, s scope.Scope, group string) error {

@@ -44,6 +44,26 @@ func (m *memRecords) Put(_ context.Context, a groupaccess.Access) error {
 	return nil
 }
 
+func (m *memRecords) List(context.Context) ([]groupaccess.Stored, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fail != nil {
+		return nil, m.fail
+	}
+	var out []groupaccess.Stored
+	for _, a := range m.items {
+		out = append(out, groupaccess.Stored{Scope: a.Scope.String(), Group: a.Group})
+	}
+	return out, nil
+}
+
+func (m *memRecords) Delete(_ context.Context, g groupaccess.Stored) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.items, g.Scope+"#"+strings.ToLower(g.Group))
+	return nil
+}
+
 // fakeGitHub answers as GitHub does: a request with the current ETag is a
 // 304, which keeps the caller's part and costs nothing (counted apart).
 type fakeGitHub struct {
@@ -197,5 +217,35 @@ func TestRefreshFailureKeepsWhatWasRead(t *testing.T) {
 	r.Refresh(ctx, ps)
 	if reads, _ := gh.counts(); reads != 3 || recs.puts != 2 {
 		t.Fatalf("the sweep after a failure: %d reads, %d writes; want it read again and stored", reads, recs.puts)
+	}
+}
+
+// TestRefreshForgetsGroupsNoPoolNames: what is stored of a group no pool of
+// the file names any more — its pool removed, or given another group, or of
+// another scope — is deleted by the next refresh (nothing would read or
+// refresh it again); the groups the pools name stay, whatever their case.
+func TestRefreshForgetsGroupsNoPoolNames(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	gh := &fakeGitHub{repos: map[string][]string{"gpus": {"acme/ml"}}}
+	recs := &memRecords{items: map[string]groupaccess.Access{}}
+	other := scope.Scope{Organization: "other"}
+	for _, a := range []groupaccess.Access{
+		{Scope: acme, Group: "GPUs", ReadAt: clk.Now()},
+		{Scope: acme, Group: "removed", ReadAt: clk.Now()},
+		{Scope: other, Group: "gpus", ReadAt: clk.Now()},
+	} {
+		if err := recs.Put(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groupaccess.NewRefresher(recs, gh, clk, nil).Refresh(ctx, pools(t, groupedPools))
+	stored, _ := recs.List(ctx)
+	if len(stored) != 1 || stored[0].Scope != acme.String() || !strings.EqualFold(stored[0].Group, "gpus") {
+		t.Fatalf("stored after a refresh: %+v, want only organization/acme's gpus", stored)
+	}
+	if reads, _ := gh.counts(); reads != 0 {
+		t.Fatalf("%d reads of a group read just now, want none", reads)
 	}
 }

@@ -10,16 +10,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
 // API is the part of the DynamoDB client the store uses: the webhook only
-// reads (GetItem), the sweeper also writes (PutItem).
+// reads (GetItem), the sweeper also writes (PutItem), lists (Query) and
+// deletes (DeleteItem).
 type API interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
 // Store keeps one item per scope and group (PK=GROUPS, SK=<scope>#<group>).
@@ -105,6 +109,48 @@ func (st *Store) put(ctx context.Context, a Access) error {
 	}
 	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.table), Item: av}); err != nil {
 		return fmt.Errorf("writing the access of runner group %q of %s: %w", a.Group, a.Scope, err)
+	}
+	return nil
+}
+
+// Stored names one group the store holds an item of: its scope
+// (scope.Scope.String()) and its name.
+type Stored struct {
+	Scope string `dynamodbav:"scope"`
+	Group string `dynamodbav:"group"`
+}
+
+// List names every group the store holds an item of (one Query of the
+// GROUPS partition, its keys only).
+func (st *Store) List(ctx context.Context) ([]Stored, error) {
+	pages := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
+		TableName:                 aws.String(st.table),
+		KeyConditionExpression:    aws.String("#pk = :pk"),
+		ProjectionExpression:      aws.String("#scope, #group"),
+		ExpressionAttributeNames:  map[string]string{"#pk": table.PartitionKey, "#scope": "scope", "#group": "group"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.GroupAccessPK)},
+	})
+	var out []Stored
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the runner groups' access: %w", err)
+		}
+		var items []Stored
+		if err := attributevalue.UnmarshalListOfMaps(page.Items, &items); err != nil {
+			return nil, fmt.Errorf("decoding the runner groups' access: %w", err)
+		}
+		out = append(out, items...)
+	}
+	return out, nil
+}
+
+// Delete deletes the item of g; one already gone is no error.
+func (st *Store) Delete(ctx context.Context, g Stored) error {
+	_, err := st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.table),
+		Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(g.Scope, g.Group))})
+	if err != nil {
+		return fmt.Errorf("deleting the access of runner group %q of %s: %w", g.Group, g.Scope, err)
 	}
 	return nil
 }

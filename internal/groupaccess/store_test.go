@@ -86,3 +86,35 @@ func TestGroupTooLargeForItsItemIsUnchecked(t *testing.T) {
 		t.Fatalf("after the too-large read: %+v admits %s: %v (%s); want unchecked, read at %s, admitting it", got.Visibility, added, admitted, why, large.ReadAt)
 	}
 }
+
+// TestStoreListsAndDeletes: List names every group stored, by scope and name
+// as written; Delete removes one's item (whatever the name's case), and
+// deleting it again is no error.
+func TestStoreListsAndDeletes(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	s := groupaccess.NewStore(db, name)
+	ctx := t.Context()
+	acme, other := scope.Scope{Organization: "acme"}, scope.Scope{Organization: "other"}
+	for _, a := range []groupaccess.Access{{Scope: acme, Group: "GPUs"}, {Scope: other, Group: "big"}} {
+		if err := s.Put(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored, err := s.List(ctx)
+	slices.SortFunc(stored, func(a, b groupaccess.Stored) int { return strings.Compare(a.Scope, b.Scope) })
+	if want := []groupaccess.Stored{{Scope: "organization/acme", Group: "GPUs"}, {Scope: "organization/other", Group: "big"}}; err != nil || !slices.Equal(stored, want) {
+		t.Fatalf("listed %+v (%v), want %+v", stored, err, want)
+	}
+	for range 2 {
+		if err := s.Delete(ctx, groupaccess.Stored{Scope: "organization/acme", Group: "gpus"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, found, err := s.Get(ctx, acme, "GPUs"); found || err != nil {
+		t.Fatalf("deleted group still found (%v)", err)
+	}
+	if stored, err := s.List(ctx); err != nil || len(stored) != 1 {
+		t.Fatalf("listed after a delete: %+v (%v), want the other group", stored, err)
+	}
+}
