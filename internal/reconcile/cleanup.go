@@ -23,7 +23,10 @@ import (
 // first, then the Secret. Only runners named in one of our Secrets are removed —
 // a Secret that records this deployment (ours): a runner of another deployment,
 // or an ARC runner, with a similar name is not this deployment's, and a Secret
-// that carries the pool label but not this deployment's name is left alone.
+// that carries the pool label but not this deployment's name is left alone. A
+// Secret whose runner still has a pod (its StatefulSet deleted with
+// --cascade=orphan) is left to that pod's graceful stop, which asks the busy
+// signals first: cleanup itself removes only runners that have no pod.
 //
 // It costs a list of Secrets, so it runs only when due (cleanupDue).
 func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
@@ -39,11 +42,22 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
 	for _, rn := range s.runners {
 		live[rn.name()] = rn.sts
 	}
+	podded := map[string]bool{} // the pods of orphaned runners, by their own names
+	for _, pod := range s.orphans {
+		podded[pod.Name] = true
+	}
 	var errs []error
 	pending := false
 	for i := range secs.Items {
 		sec := &secs.Items[i]
 		if len(sec.OwnerReferences) > 0 || sec.DeletionTimestamp != nil || !r.ours(sec.ObjectMeta) {
+			continue
+		}
+		if podded[runnerpod.PodName(sec.Name)] {
+			// Its StatefulSet is gone but its pod is not: the orphan's graceful
+			// stop (finishOrphans) asks every busy signal before it releases the
+			// runner and deletes this Secret.
+			pending = true
 			continue
 		}
 		done, err := r.cleanupSecret(ctx, s, sec, live[sec.Name])

@@ -124,6 +124,50 @@ func TestPodOrphanedOnPurposeIsUnregisteredAndDeleted(t *testing.T) {
 	e.waitNoPods(10 * time.Second)
 }
 
+// TestCleanupLeavesAnOrphanedBusyRunnerToItsStop: `kubectl delete sts
+// --cascade=orphan` on a runner running a job, while GitHub's REST view lies
+// idle (as it does for up to a minute after an assignment): the pod's own report
+// vetoes the orphan's stop, and the cleanup of the now ownerless Secret, due in
+// the same sweep, does not remove the runner either. Once the job ends the stop
+// releases the runner and its Secret.
+func TestCleanupLeavesAnOrphanedBusyRunnerToItsStop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.mustSweep(1, time.Time{})
+	pod := e.pods()[name]
+	pod.Status.ContainerStatuses[0].Ready = true // its job probe: a job runs
+	if _, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deleteStatefulSetWith(name, metav1.DeletePropagationOrphan)
+	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.kube.AppsV1().StatefulSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		sec, serr := e.kube.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && serr == nil && len(sec.OwnerReferences) == 0, serr
+	})
+	if err != nil {
+		t.Fatalf("statefulset %s deleted with its dependents orphaned: %v", name, err)
+	}
+	e.clock.Step(2 * time.Minute) // the Secret is past the orphan grace: cleanup is due
+	e.mustSweep(0, time.Time{})
+	if _, ok := e.sim.Runner(r.ID); !ok {
+		t.Fatal("the runner of an orphaned pod running a job was removed")
+	}
+	if _, err := e.kube.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the Secret of an orphaned pod running a job: %v; want it kept", err)
+	}
+	e.exit(name, r.ID)
+	e.clock.Step(10 * time.Minute)
+	e.mustSweep(0, time.Time{})
+	e.waitNoPods(10 * time.Second)
+	if _, err := e.kube.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Secret after the orphan's stop: %v; want it deleted", err)
+	}
+}
+
 // TestOrphanedPodReleasesItsJITRegistration (item 5): a StatefulSet deleted by
 // hand before its runner ever ran leaves a pod whose only link to GitHub is the
 // JIT registration its StatefulSet made; finishing the pod removes that runner.
