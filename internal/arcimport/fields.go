@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
 // The fields each ARC object may have (v0.22.3's CRDs, plus what v0.23–v0.27
@@ -58,7 +60,7 @@ func (c *converter) unknown(o *object, path string, n *yaml.Node, known ...[]str
 		instead := "remove it, or move it where ARC's schema has it"
 		if moved := movedTo(path, k); moved != "" {
 			instead = fmt.Sprintf("move it under %s, where ARC reads it", moved)
-		} else if near := nearest(k, all); near != "" {
+		} else if near := suggest.Closest(k, all); near != "" {
 			instead = fmt.Sprintf("did you mean %q? ARC ignored the field as written", near)
 		}
 		c.drop(o, join(path, k), "unknown field: not in ARC's schema", instead)
@@ -79,36 +81,4 @@ func join(path, field string) string {
 		return field
 	}
 	return path + "." + field
-}
-
-// nearest is the known name within two edits of k, or "".
-func nearest(k string, known []string) string {
-	best, bestDist := "", 3
-	for _, name := range known {
-		if d := distance(k, name); d < bestDist {
-			best, bestDist = name, d
-		}
-	}
-	return best
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
