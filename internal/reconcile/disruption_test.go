@@ -101,8 +101,8 @@ func TestBudgetKeptCheaplyAndDroppedWithItsPool(t *testing.T) {
 	}
 	e.clock.Step(time.Hour) // the recheck (CleanupInterval)
 	e.mustSweep(1, time.Time{})
-	if n := requests.Load() - first; n != 2 {
-		t.Fatalf("%d budget requests at the recheck, want 2 (create: exists, get)", n)
+	if n := requests.Load() - first; n != 3 {
+		t.Fatalf("%d budget requests at the recheck, want 3 (create: exists, get; the namespace's list for removed pools' budgets)", n)
 	}
 
 	e.changeBudget(func(pdb *policyv1.PodDisruptionBudget) { pdb.Spec.MaxUnavailable = ptrTo(intstr.FromInt32(1)) })
