@@ -1,13 +1,17 @@
 package reconcile_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
 // TestForgedRunnerIDRemovesNoOtherRunner: a StatefulSet forged to look like one
@@ -51,3 +55,45 @@ func TestForgedRunnerIDRemovesNoOtherRunner(t *testing.T) {
 		t.Fatalf("%d RemoveRunner calls, want none", n)
 	}
 }
+
+// TestForgedPodIDStripsNoOtherRunnersLabels: a runner pod of this deployment
+// whose runner-id annotation was rewritten to name another runner of the scope
+// (another team's, or an ARC runner) is stopped without any GitHub write about
+// that runner: the ownership check comes before the label removal, so the
+// foreign runner keeps its labels and its registration.
+func TestForgedPodIDStripsNoOtherRunnersLabels(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	tok, err := w.gh.RegistrationToken(t.Context(), w.pool.Scope())
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := w.sim.Register(githubsim.Registration{Token: tok.Token, Scope: "organization/acme", Name: "other-team-runner",
+		Labels: []string{"big"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, runnerpod.AnnotationRunnerID, idString(foreign.ID))
+	if _, err := w.kube.CoreV1().Pods(w.ns).Patch(t.Context(), w.name+"-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.scaleDownAndConfirmIdle()
+	for range 3 {
+		if err := w.sweep(0, time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Step(time.Minute)
+	}
+	rn, ok := w.sim.Runner(foreign.ID)
+	if !ok {
+		t.Fatal("the foreign runner whose id the pod recorded was removed from GitHub")
+	}
+	if !slices.Contains(rn.Labels, "big") {
+		t.Fatalf("the foreign runner's labels on GitHub %v: its custom label was removed", rn.Labels)
+	}
+	if n := w.sim.Calls()[labelsCall]; n != 0 {
+		t.Fatalf("%d label removals, want none", n)
+	}
+}
+
+const labelsCall = "DELETE /orgs/{org}/actions/runners/{runner_id}/labels"

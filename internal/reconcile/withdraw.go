@@ -24,7 +24,8 @@ import (
 // job handed over before the labels went is seen by the entrypoint, which lets
 // it finish (runner/entrypoint.sh, "Stopping").
 //
-// A runner GitHub does not know (404) cannot be handed a job; one GitHub
+// The runner must be ours first (ownsID): GitHub lists its id under its pod's
+// name. A runner GitHub does not know (404) cannot be handed a job; one GitHub
 // refuses to change (403: the App may not manage runners, so it cannot remove
 // them either) is drained as if it had no labels to remove, with a warning.
 // Any other failure waits for the next sweep: the pod is not deleted. The
@@ -33,7 +34,18 @@ func (s *stopper) withdraw(ctx context.Context) error {
 	if s.id == 0 || withdrawn(s.rn.pod) {
 		return nil
 	}
-	err := s.gh.removeLabels(ctx, s.p.Scope(), s.id)
+	// The id comes from an annotation anyone who can write a runner pod can
+	// forge: the labels of a runner GitHub lists under another name (another
+	// team's, an ARC runner) are never touched, and one it does not list has none.
+	_, owned, err := s.ownsID(ctx)
+	switch {
+	case err != nil:
+		s.log.Warn("cannot list runners to check whose the runner id is; retrying next sweep", "id", s.id, "error", err)
+		return errWait
+	case !owned:
+		return nil
+	}
+	err = s.gh.removeLabels(ctx, s.p.Scope(), s.id)
 	switch {
 	case err == nil || errors.Is(err, githubapi.ErrNotFound):
 	case errors.Is(err, githubapi.ErrForbidden):
