@@ -74,6 +74,7 @@ func (s *Server) authenticate(w http.ResponseWriter, r *http.Request, countIt fu
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.tokenCalls++
 	if len(s.inject) > 0 {
 		inj := s.inject[0]
 		s.inject = s.inject[1:]

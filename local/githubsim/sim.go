@@ -110,17 +110,20 @@ type Server struct {
 	opts Options
 	mux  *http.ServeMux
 
-	mu             sync.Mutex
-	tokens         map[string]installationToken
-	rate           map[string]*rateWindow
-	regTokens      map[string]credential
-	jitConfigs     map[string]credential
-	runners        map[int64]*Runner
-	nextID         int64
-	groups         map[string][]Group
-	lastGroupID    int64
-	calls          map[string]int
-	inject         []injected
+	mu          sync.Mutex
+	tokens      map[string]installationToken
+	rate        map[string]*rateWindow
+	regTokens   map[string]credential
+	jitConfigs  map[string]credential
+	runners     map[int64]*Runner
+	nextID      int64
+	groups      map[string][]Group
+	lastGroupID int64
+	calls       map[string]int
+	inject      []injected
+	// tokenCalls counts the calls that reached authenticate with a valid
+	// installation token or PAT: the calls an injected answer can hit.
+	tokenCalls     int
 	exhaustedUntil time.Time
 	jobs           map[int64]*Job
 	nextJob        int64
@@ -212,6 +215,15 @@ func (s *Server) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return maps.Clone(s.calls)
+}
+
+// TokenCalls counts the API calls made with an installation token or a PAT
+// (every call but the App's own, made with its JWT, and the runner agents'):
+// the calls InjectStatus and InjectSecondaryLimit answer.
+func (s *Server) TokenCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tokenCalls
 }
 
 // Runners returns a copy of every runner, in no particular order.
