@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -131,12 +133,23 @@ func (w *world) runningJob(after int64) githubsim.Job {
 }
 
 // oomKill has the kernel OOM-kill the runner container running j.
+// The runner may run the job before the kubelet has reported its container's id
+// (its status lags on a loaded machine): the kill waits for that report.
 func (w *world) oomKill(j githubsim.Job) {
 	w.t.Helper()
-	pod, err := w.kube.CoreV1().Pods(w.ns).Get(context.Background(), j.RunnerName, metav1.GetOptions{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	var pod *corev1.Pod
+	w.waitFor("the runner container's id in its pod's status", time.Minute, func() bool {
+		p, err := w.kube.CoreV1().Pods(w.ns).Get(context.Background(), j.RunnerName, metav1.GetOptions{})
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == runnerpod.ContainerName && cs.ContainerID != "" && cs.State.Running != nil {
+				pod = p
+			}
+		}
+		return pod != nil
+	})
 	if err := w.loop.OOMKill(context.Background(), pod); err != nil {
 		w.t.Fatal(err)
 	}
