@@ -3,11 +3,11 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -16,31 +16,33 @@ import (
 // Whether a runner holds a job is decided from independent signals, because
 // GitHub's REST view lies: it can list a runner that holds a job as idle for the
 // first minute after the job was assigned and at moments during it, and then
-// answers RemoveRunner with 204 — the job is lost. A runner that may hold a job
-// (mayHoldJob: anything but one whose process has ended for good) is asked to be
-// removed only when every signal says idle:
+// answers RemoveRunner with 204 — the job is lost. So a runner that may hold a
+// job (mayHoldJob: its runner container may be running) is never asked to be
+// removed: it is stopped by deleting its pod, whose entrypoint stops the
+// listener — or lets a job that did start finish first — and only once the
+// container has ended is GitHub asked to remove it. The pod is deleted only when
+// every signal says idle (stopRunning, then stopWithdrawn right before the
+// delete):
 //
-//   - GitHub's REST view: the runner list's busy flag, then RemoveRunner (422: busy);
+//   - GitHub's REST view: the runner list's busy flag;
 //   - the pod's own report: the runner container is ready exactly while a job
 //     runs (its readiness probe asks the job hooks and the runner's worker
-//     process, see runnerpod.JobProbe); read again right before RemoveRunner;
+//     process, see runnerpod.JobProbe); read again right before the delete;
 //   - the job↔runner link: an `in_progress` delivery that named this runner, for
 //     a job with no `completed` yet, whatever pool the job was routed to
-//     (reservation.RunnerJobs, a strongly consistent read right before
-//     RemoveRunner);
+//     (reservation.RunnerJobs, a strongly consistent read right before the
+//     delete);
 //   - an idle confirmation: GitHub listed the runner idle (and online) on two
 //     reads at least Options.IdleConfirmation apart, unless the link and the
 //     pod's report both show that the runner never took a job; a runner GitHub
 //     lists offline has no session, so GitHub hands it no job, and needs none.
 //
-// When signals disagree, busy wins: any one of them vetoes the removal, and a veto
+// When signals disagree, busy wins: any one of them vetoes the stop, and a veto
 // against GitHub's idle answer is logged with both sides and counted
-// (BusySignalDisagreements). Two bounds keep a veto from holding a runner
-// forever: a link whose `completed` never came stops counting
+// (BusySignalDisagreements). A link whose `completed` never came stops counting
 // reservation.DefaultLinkLifetime after its `in_progress` (GitHub cancels a job
-// at its timeout, 6 h by default); and a runner whose process has ended for good
-// holds no job, so only GitHub's answer counts for it (an ephemeral runner that
-// finished, a deleted pod whose entrypoint stopped it after its job).
+// at its timeout, 6 h by default), so a lost delivery holds a runner for that
+// long at most.
 
 // Veto signals, as named in the metrics (RemovalsVetoedBy<signal>).
 const (
@@ -66,97 +68,33 @@ type JobLinks interface {
 	RunnerJobs(ctx context.Context, runner string) ([]reservation.RunnerJob, error)
 }
 
-// mayHoldJob: the runner in pod may be running a job, or start one before the
-// DELETE — anything but a runner whose process never started or has ended for
-// good: no pod, or one never bound to a node; an
-// ephemeral runner that finished (a restarted container exits at once, see
-// finished); a pod being deleted whose runner container has ended (the
-// kubelet restarts no container of a pod being deleted). A container the pod's
-// status shows waiting to be created or not at all may be running already, a
-// pod being deleted or not: the kubelet reports a start a moment after it, and
-// a runner registers and takes a job within a second.
-func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
+// mayHoldJob is the one answer to "may the runner in pod be running a job, or
+// start one before the sweeper acts": yes while its runner container may be
+// running, whatever its restart history — a container that failed before the
+// entrypoint's run marker is started again, registers and takes a job like a
+// first start. No only when the runner cannot run again: no pod, or one never
+// bound to a node; a pod that has ended (Succeeded, Failed); a pod being
+// deleted whose runner container has ended (the kubelet starts no container of
+// a pod being deleted). A container the pod's status shows waiting, to be
+// created or restarted, may be running already: the kubelet reports a start a
+// moment after it, and a runner registers and takes a job within a second.
+func mayHoldJob(pod *corev1.Pod) bool {
 	switch {
 	case !everRan(pod): // no pod, or one never bound to a node
 		return false
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		return false
-	case ephemeral && finished(pod, true):
-		return false
+	case runnerRunning(pod):
+		return true
 	}
 	return pod.DeletionTimestamp == nil || !runnerEnded(pod)
 }
 
-// runnerEnded: the pod's status shows its runner container ended — terminated,
-// or waiting to be restarted after it terminated (CrashLoopBackOff).
+// runnerEnded: the pod's status shows its runner container not running after it
+// ran: terminated, or waiting to be started again after it terminated.
 func runnerEnded(pod *corev1.Pod) bool {
 	cs := runnerStatus(pod)
-	if cs == nil {
-		return false
-	}
-	w := cs.State.Waiting
-	return cs.State.Terminated != nil || (w != nil && w.Reason == "CrashLoopBackOff" && cs.LastTerminationState.Terminated != nil)
-}
-
-// drain stops a runner that every signal says is idle before GitHub is asked to
-// remove it, so that a job GitHub hands it in the meantime is not lost: its pod
-// is deleted (the finalizer keeps the object), and the entrypoint, on SIGTERM,
-// stops the listener at once — or, if a job did start, lets it finish within
-// the grace period and then stops the listener before it can take another
-// (runner/entrypoint.sh). RemoveRunner comes once the runner container has
-// ended. errWait until then; nil for a pod being deleted past its grace period
-// whose runner GitHub lists offline or not at all (its node is gone).
-func (s *stopper) drain(ctx context.Context) error {
-	pod := s.rn.pod
-	if pod.DeletionTimestamp != nil {
-		// GitHub lists the runner offline and the pod's grace period is over:
-		// a live kubelet would have ended the container by now, so its node is
-		// gone. Before that, offline only says the listener has not connected
-		// yet: it may be starting, and connect and take a job in a moment.
-		if s.offline && !s.now.Before(pod.DeletionTimestamp.Time) {
-			return nil
-		}
-		s.log.Info("waiting for the runner's entrypoint to stop it (its pod is being deleted)")
-		return errWait
-	}
-	if s.mayTakeWaitingJob(pod) {
-		// GitHub hands a waiting job to any idle runner: this one could take it
-		// as its listener stops, which cancels it (holdWhileQueued).
-		s.log.Info("a job of the pool waits for a runner: this idle runner stops once no job waits", "queued", s.sw.d.Queued)
-		return errWait
-	}
-	if err := s.withdraw(ctx); err != nil {
-		return err
-	}
-	// Fenced like every write: a pod that changed since the signals were read is
-	// decided on again next sweep (withdraw's annotation is part of that chain).
-	pod = s.rn.pod
-	uid, rv := pod.UID, pod.ResourceVersion
-	err := s.r.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-	switch {
-	case apierrors.IsConflict(err):
-		s.log.Info("runner pod changed since its busy signals were read: deciding next sweep")
-		return errWait
-	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("deleting the pod of idle runner %s to stop it: %w", s.rn.name(), err)
-	}
-	if !s.checked.IsZero() {
-		s.sw.windows = append(s.sw.windows, s.r.clock.Since(s.checked))
-		s.checked = time.Time{}
-	}
-	s.log.Info("runner idle by every signal: its pod deleted so that its entrypoint stops the listener before GitHub is asked to remove it")
-	return errWait
-}
-
-// mayTakeWaitingJob: a job of the pool waits, and GitHub could hand it to this
-// runner, whose listener runs, and whose labels were not removed (withdraw, or
-// GitHub's list, which shows a removal whose record on the pod did not stick). A runner GitHub lists offline cannot take it,
-// nor, maybe, one replaced for an outdated template (its labels may not be the
-// job's) or for a registration that timed out: holding those could keep the
-// slot the waiting job needs.
-func (s *stopper) mayTakeWaitingJob(pod *corev1.Pod) bool {
-	return jobsWaiting(s.sw) && runnerRunning(pod) && !s.offline && !withdrawn(pod) && !s.unlabelled &&
-		!s.rn.outdated(s.sw.template.hash) && s.rn.phase != TimedOut
+	return cs != nil && cs.State.Running == nil && (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil)
 }
 
 // reportSettle is how long a runner container must have been running before its
@@ -207,145 +145,160 @@ func unfinishedJob(jobs []reservation.RunnerJob, now time.Time) (reservation.Run
 	return reservation.RunnerJob{}, false
 }
 
-// ensureIdle decides whether the runner may be asked to be removed now: for a
-// runner that cannot hold a job (mayHoldJob), nil; otherwise nil when every signal says idle, errWait (after
-// recording why) when one says busy or the idle confirmation is not complete.
-// The pod's report and the link are read last, right before the caller's DELETE.
-func (s *stopper) ensureIdle(ctx context.Context) error {
-	if !mayHoldJob(s.rn.pod, s.p.IsEphemeral()) {
-		return nil
-	}
-	if reportsJob(s.rn.pod) {
-		gr, found, _ := s.gh.cached(s.id)
-		return s.veto(ctx, signalPodReport, found && !gr.Busy, "the runner container reports a job")
-	}
-	gr, found, err := s.gh.byID(ctx, s.p.Scope(), s.id)
-	if err != nil {
-		s.log.Warn("cannot list runners to confirm the runner is idle; retrying next sweep", "id", s.id, "error", err)
-		return errWait
-	}
-	s.offline = !found || gr.Status != "online"
-	s.unlabelled = found && lacksLabels(gr.Labels, s.p.Labels)
-	if !found {
-		return nil // GitHub does not list it: RemoveRunner answers 404
-	}
-	if gr.Busy {
-		return s.veto(ctx, signalGitHub, false, "GitHub lists the runner busy")
-	}
-	if gr.Status == "online" {
-		if err := s.confirmIdle(ctx); err != nil {
-			return err
-		}
-	}
-	// Offline: no session, so GitHub hands it no job; it needs no idle confirmation.
-	return s.checkNow(ctx)
-}
-
-// confirmIdle: GitHub has just listed the runner idle. The removal waits until an
-// earlier idle listing is at least the idle confirmation old, unless the runner
-// never took a job (by the link and by the pod's report).
-func (s *stopper) confirmIdle(ctx context.Context) error {
+// idleConfirmed: GitHub has just listed the runner idle (l). True once an
+// earlier idle listing is at least the idle confirmation old, or the runner
+// never took a job (by the link and by the pod's report); otherwise the first
+// idle listing is recorded and the stop waits.
+func (s *stop) idleConfirmed(ctx context.Context, l listing) (next, bool, error) {
 	// The window is measured between GitHub's reads (a shared list may be
 	// older than the sweep: see github).
-	read := s.gh.readAt()
 	since, ok := idleSince(s.rn.pod)
-	if ok && read.Sub(since) >= s.r.opts.IdleConfirmation {
-		return nil
+	if ok && l.at.Sub(since) >= s.r.opts.IdleConfirmation {
+		return next{}, true, nil
 	}
 	if !ok {
 		jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))
 		if err != nil {
 			s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
-			return errWait
+			return waitFor("the job link"), false, nil
 		}
 		if len(jobs) == 0 && neverReportedJob(s.rn.pod, s.now) {
-			return nil
+			return next{}, true, nil
 		}
-		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, read.UTC().Format(time.RFC3339Nano)); err != nil {
-			return err
+		if err := s.r.annotatePod(ctx, s.rn, annotationIdleSince, l.at.UTC().Format(time.RFC3339Nano)); err != nil {
+			return next{}, false, err
 		}
-		since = read
+		since = l.at
 	}
 	s.sw.vetoed[signalIdleWindow]++
-	s.log.Info("GitHub lists the runner idle: removing it once that has held for the idle confirmation",
-		"id", s.id, "idleSince", since, "confirmation", s.r.opts.IdleConfirmation)
-	return errWait
+	s.log.Info("GitHub lists the runner idle: stopping it once that has held for the idle confirmation",
+		"id", s.rn.runnerID(), "idleSince", since, "confirmation", s.r.opts.IdleConfirmation)
+	return waitFor("the idle confirmation"), false, nil
 }
 
-// checkNow reads the pod and the link again, right before the DELETE: a job that
-// started since the sweep listed the pods, or whose `in_progress` arrived since,
-// vetoes it.
-func (s *stopper) checkNow(ctx context.Context) error {
+// checkNow reads the pod and the link again, right before the pod's deletion:
+// a job that started since the sweep listed the pods, or whose `in_progress`
+// arrived since, vetoes it. ok: both say idle, and the runner's pod is the one
+// just read.
+func (s *stop) checkNow(ctx context.Context) (next, bool, error) {
 	pod, err := s.r.reread(ctx, s.rn.pod)
 	if err != nil {
 		s.log.Warn("cannot read the runner's pod again; retrying next sweep", "error", err)
-		return errWait
+		return waitFor("the pod, read again"), false, nil
 	}
-	if pod != nil {
-		if err := s.rn.adopt(pod, false); err != nil {
-			return err
-		}
-		if reportsJob(pod) {
-			return s.veto(ctx, signalPodReport, true, "the runner container reports a job")
-		}
+	if pod == nil {
+		return waitFor("the pod, gone since the sweep listed it (another sweeper released it)"), false, nil
+	}
+	if err := s.rn.adopt(pod, false); err != nil {
+		return next{}, false, err
+	}
+	if reportsJob(pod) {
+		n, err := s.veto(ctx, signalPodReport, true, "the runner container reports a job")
+		return n, false, err
 	}
 	jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))
 	if err != nil {
 		s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
-		return errWait
+		return waitFor("the job link"), false, nil
 	}
 	if j, ok := unfinishedJob(jobs, s.r.clock.Now()); ok {
-		return s.veto(ctx, signalJobLink, true, "a job on this runner has no completed delivery", "job", j.JobID, "jobPool", j.Pool)
+		n, err := s.veto(ctx, signalJobLink, true, "a job on this runner has no completed delivery", "job", j.JobID, "jobPool", j.Pool)
+		return n, false, err
 	}
-	s.checked = s.r.clock.Now()
-	return nil
+	return next{}, true, nil
 }
 
-// veto records that signal said busy and ends the tick. githubIdle: GitHub's
-// list had just said idle, so the signals disagree.
-func (s *stopper) veto(ctx context.Context, signal string, githubIdle bool, why string, args ...any) error {
+// veto records that signal said busy, and waits. githubIdle: GitHub's list had
+// just said idle, so the signals disagree. A busy answer from GitHub itself
+// backs the next question off (busy).
+func (s *stop) veto(ctx context.Context, signal string, githubIdle bool, why string, args ...any) (next, error) {
 	s.sw.vetoed[signal]++
-	args = append([]any{"id", s.id, "signal", signal}, args...)
+	args = append([]any{"id", s.rn.runnerID(), "signal", signal}, args...)
 	if githubIdle {
 		s.sw.disagreements++
-		s.log.Warn("busy signals disagree: GitHub lists the runner idle, but "+why+"; not removing it", args...)
+		s.log.Warn("busy signals disagree: GitHub lists the runner idle, but "+why+"; not stopping it", args...)
 	} else {
 		s.log.Info("runner is busy ("+why+"): waiting for its job to finish", args...)
 	}
-	if _, ok := podAnnotations(s.rn.pod)[annotationIdleSince]; ok {
+	if hasAnnotation(s.rn.pod, annotationIdleSince) {
 		if err := s.r.removePodAnnotation(ctx, s.rn, annotationIdleSince); err != nil {
-			return err
+			return next{}, err
 		}
 	}
 	if signal == signalGitHub {
-		return s.busy(ctx)
+		return waitFor(why), s.busy(ctx)
 	}
-	return errWait
+	return waitFor(why), nil
+}
+
+// annotationRetry holds "<attempts>/<answered>/<next>": GitHub said busy that
+// many times, last at answered, and is not asked again before next — unless
+// the runner container has stopped since (its job is over).
+const annotationRetry = "runnerscaler.dev/unregistration-retry"
+
+// Busy back-off: the first retry after this, doubling up to busyBackoffMax.
+const (
+	busyBackoff    = 15 * time.Second
+	busyBackoffMax = 5 * time.Minute
+)
+
+// backingOff: GitHub said busy recently and the runner container has not stopped
+// since, so asking again now would only spend a call. A container that stopped
+// after the busy answer is asked about at once: its job is over.
+func (s *stop) backingOff() bool {
+	_, answered, next := retryState(podAnnotations(s.rn.pod))
+	if !s.now.Before(next) {
+		return false
+	}
+	return !stoppedSince(s.rn.pod, answered)
+}
+
+// stoppedSince: the runner container is not running now and last stopped at or
+// after t (times have a second's precision).
+func stoppedSince(pod *corev1.Pod, t time.Time) bool {
+	cs := runnerStatus(pod)
+	if cs == nil || cs.State.Running != nil {
+		return false
+	}
+	for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
+		if term != nil && !term.FinishedAt.Time.Before(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// busy: GitHub says the runner runs a job. Record that we wait for it (ARC's
+// completion-wait for ephemeral runners, which exit when their job ends) and when
+// to ask again, with a doubling back-off.
+func (s *stop) busy(ctx context.Context) error {
+	if s.rn.pod == nil {
+		return nil
+	}
+	if !hasAnnotation(s.rn.pod, runnerpod.AnnotationRunnerCompletionWaitStart) && s.p.IsEphemeral() {
+		if err := s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationRunnerCompletionWaitStart, stamp(s.now)); err != nil {
+			return err
+		}
+	}
+	n, _, _ := retryState(s.rn.pod.Annotations)
+	wait := min(busyBackoff<<min(n, 10), busyBackoffMax)
+	return s.r.annotatePod(ctx, s.rn, annotationRetry, fmt.Sprintf("%d/%s/%s", n+1, stamp(s.now), stamp(s.now.Add(wait))))
+}
+
+// retryState parses annotationRetry: attempts so far, when GitHub last said busy,
+// and the earliest next try.
+func retryState(a map[string]string) (int, time.Time, time.Time) {
+	parts := strings.Split(a[annotationRetry], "/")
+	if len(parts) != 3 {
+		return 0, time.Time{}, time.Time{}
+	}
+	attempts, _ := strconv.Atoi(parts[0])
+	answered, _ := time.Parse(time.RFC3339, parts[1])
+	next, _ := time.Parse(time.RFC3339, parts[2])
+	return attempts, answered, next
 }
 
 func idleSince(pod *corev1.Pod) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, podAnnotations(pod)[annotationIdleSince])
 	return t, err == nil
-}
-
-// forbiddenReason is what the pool status says of a runner GitHub refused to remove.
-const forbiddenReason = "GitHub refused to remove the runner (403 Forbidden): grant the GitHub App " +
-	"\"Self-hosted runners: read and write\" (organization), \"Administration: read and write\" (repository), " +
-	"or the enterprise PAT manage_runners:enterprise; the runner keeps its slot until then"
-
-// forbidden: the App may not remove runners. The stop never completes while
-// GitHub still lists the runner — it could be handed a job before the pod goes —
-// so it waits, loudly, and the runner keeps counting against the pool.
-func (s *stopper) forbidden(ctx context.Context, err error) (outcome, error) {
-	s.sw.forbidden++
-	s.sw.noteStuck(s.rn.name(), forbiddenReason)
-	_, found, lerr := s.gh.byID(ctx, s.p.Scope(), s.id)
-	if lerr != nil || found {
-		s.log.Error("GitHub refused to remove the runner (403): grant the App the self-hosted runner permission; "+
-			"the runner stays until then", "id", s.id, "error", err)
-		return stepWait, nil
-	}
-	s.log.Warn("GitHub refused to remove the runner (403), but no longer lists it: nothing left to unregister", "id", s.id)
-	s.released = true
-	return stepDone, nil
 }

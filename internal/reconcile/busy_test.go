@@ -179,16 +179,18 @@ func TestJobLinkVetoesRemoval(t *testing.T) {
 	if got := w.metric("BusySignalDisagreements"); got < 1 {
 		t.Fatalf("BusySignalDisagreements %v, want GitHub's idle answer against the link counted", got)
 	}
+	if rn, _ := w.sim.Runner(w.id); !slices.Equal(rn.Labels, []string{"self-hosted", "Linux", "X64"}) {
+		t.Fatalf("runner labels on GitHub %v: want them removed (the idle confirmation was complete, so the stop withdrew them before the link's veto)", rn.Labels)
+	}
 	w.links.link(w.name+"-0", 42, reservation.Completed, w.clock.Now())
 	if err := w.sim.FinishJob(w.id); err != nil {
 		t.Fatal(err)
 	}
-	w.mustSweep(0, time.Time{}) // GitHub's earlier idle reads were wrong: a fresh idle streak
-	w.kept("the job just completed")
-	w.clock.Step(reconcile.DefaultIdleConfirmation)
+	// Its labels are gone, so GitHub hands it no job of its pool: once the link
+	// and the pod's report say idle, its pod goes without a fresh idle streak.
 	w.mustSweep(0, time.Time{})
 	if got := w.statefulSets(); len(got) != 0 {
-		t.Fatalf("after the job completed and the idle confirmation: %v, want the runner removed", got)
+		t.Fatalf("after the job completed: %v, want the runner removed", got)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -106,54 +105,34 @@ func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Se
 	return r.releaseSecret(ctx, s, sec)
 }
 
-// releaseSecret removes an orphaned Secret's runner from GitHub — by the runner id
-// the Secret recorded, else by its name in the scope's list — and then the Secret.
-// A runner GitHub does not release (busy, or an error) keeps the Secret, the
-// record, for the next cleanup.
+// releaseSecret finishes an orphaned Secret's runner through the graceful
+// stop, as a runner with no pod (secretRunner): its registration, if GitHub
+// lists one under the runner's name (by the id the Secret recorded, else by
+// name), is removed, and then the Secret goes. A runner GitHub does not release
+// (busy, or an error) keeps the Secret, the record, for the next cleanup.
 func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Secret) (bool, error) {
-	id, err := r.secretRunnerID(ctx, s, sec)
-	if err != nil {
-		s.log.Warn("cannot list runners to finish an orphaned secret; retrying later", "secret", sec.Name, "error", err)
-		return false, nil
-	}
-	if id != 0 {
-		if err := s.gh.remove(ctx, s.p.Scope(), id); err != nil && !errors.Is(err, githubapi.ErrNotFound) {
-			s.log.Warn("cannot remove the runner of an orphaned secret; retrying later", "secret", sec.Name, "id", id, "error", err)
-			return false, nil
-		}
+	rn := secretRunner(sec)
+	done, err := r.gracefulStop(ctx, s, rn)
+	if err != nil || !done {
+		return false, err
 	}
 	err = r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("deleting orphaned secret %s: %w", sec.Name, err)
 	}
-	s.log.Info("removed what an unfinished runner creation left", "runner", sec.Name, "runnerId", id)
+	s.log.Info("removed what an unfinished runner creation left", "runner", sec.Name, "runnerId", rn.runnerID())
 	return true, nil
 }
 
-// secretRunnerID is the GitHub runner of an orphaned Secret: the id it recorded
-// (JIT) if GitHub lists it under the runner's name, else the runner named after
-// it, if GitHub lists one; 0 when none.
-func (r *Reconciler) secretRunnerID(ctx context.Context, s *sweep, sec *corev1.Secret) (int64, error) {
-	name := runnerpod.PodName(sec.Name)
+// secretRunner stands in for the runner an orphaned Secret records: its name,
+// the runner id the Secret recorded (JIT), no pod.
+func secretRunner(sec *corev1.Secret) *runner {
+	annotations := map[string]string{runnerpod.AnnotationUnregistrationRequest: sec.Annotations[runnerpod.AnnotationSyncTime]}
 	if id, err := strconv.ParseInt(sec.Annotations[runnerpod.AnnotationRunnerID], 10, 64); err == nil && id > 0 {
-		// The recorded id counts only if GitHub lists it under this runner's
-		// name (see ownsID): an annotation can be forged.
-		gr, found, err := s.gh.byID(ctx, s.p.Scope(), id)
-		if err != nil || !found {
-			return 0, err
-		}
-		if gr.Name != name {
-			s.log.Error("the runner id an orphaned secret records is another GitHub runner's: not removing it",
-				"secret", sec.Name, "id", id, "githubName", gr.Name)
-			return 0, nil
-		}
-		return id, nil
+		annotations[runnerpod.AnnotationRunnerID] = idString(id)
 	}
-	gr, found, err := s.gh.byName(ctx, s.p.Scope(), name)
-	if err != nil || !found {
-		return 0, err
-	}
-	return gr.ID, nil
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: sec.Name, Namespace: sec.Namespace, Annotations: annotations}}
+	return &runner{sts: sts, phase: Terminating}
 }
 
 // writtenAt is when create wrote the Secret, by the sweeper's clock (the API

@@ -180,8 +180,8 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 	if err := r.ensurePodMarked(ctx, rn); err != nil {
 		return err
 	}
-	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stepDone {
+	done, err := r.gracefulStop(ctx, s, rn)
+	if err != nil || !done {
 		return err
 	}
 	if err := r.removeFinalizer(ctx, rn.pod); err != nil {

@@ -119,17 +119,40 @@ func (g *github) loaded() bool {
 	return g.done && g.err == nil
 }
 
+// listing is GitHub's view of one runner: what a runner list (or a read of
+// the runner alone) said of it, when that was read, and whether this sweep
+// read it. An answer that makes the sweeper wait (listed online, busy or idle)
+// may come from any listing; one that lets it act sooner (not listed, or
+// offline) comes only from this sweep's own (find).
+type listing struct {
+	githubapi.Runner
+	found bool
+	at    time.Time
+	own   bool
+}
+
+// busy: GitHub lists the runner busy.
+func (l listing) busy() bool { return l.found && l.Busy }
+
+// online: GitHub lists the runner online (its listener has a session).
+func (l listing) online() bool { return l.found && l.Status == "online" }
+
 // find looks the runner up; an answer that would let the sweeper act sooner
 // (not listed, or offline) is taken from this sweep's own list (see github).
-func (g *github) find(ctx context.Context, s scope.Scope, match func(githubapi.Runner) bool) (githubapi.Runner, bool, error) {
+func (g *github) find(ctx context.Context, s scope.Scope, match func(githubapi.Runner) bool) (listing, error) {
 	list, err := g.runners(ctx, s)
 	gr, found := search(list, match)
 	if err != nil || found && gr.Status == "online" {
-		return gr, found, err
+		return g.listing(gr, found), err
 	}
 	list, err = g.own(ctx, s)
 	gr, found = search(list, match)
-	return gr, found, err
+	return g.listing(gr, found), err
+}
+
+func (g *github) listing(gr githubapi.Runner, found bool) listing {
+	at := g.readAt()
+	return listing{Runner: gr, found: found, at: at, own: !at.Before(g.start)}
 }
 
 func search(list []githubapi.Runner, match func(githubapi.Runner) bool) (githubapi.Runner, bool) {
@@ -141,24 +164,30 @@ func search(list []githubapi.Runner, match func(githubapi.Runner) bool) (githuba
 	return githubapi.Runner{}, false
 }
 
-func (g *github) byName(ctx context.Context, s scope.Scope, name string) (githubapi.Runner, bool, error) {
+func (g *github) byName(ctx context.Context, s scope.Scope, name string) (listing, error) {
 	return g.find(ctx, s, func(r githubapi.Runner) bool { return r.Name == name })
 }
 
 // byID finds runner id (see find). When the list is deferred (the
 // installation is near its rate limit: githubapi.ErrDeferred), the runner is
 // read alone, which is as fresh as a list read by this sweep.
-func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (githubapi.Runner, bool, error) {
-	gr, found, err := g.find(ctx, s, func(r githubapi.Runner) bool { return r.ID == id })
+func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (listing, error) {
+	l, err := g.find(ctx, s, func(r githubapi.Runner) bool { return r.ID == id })
 	if !errors.Is(err, githubapi.ErrDeferred) {
-		return gr, found, err
+		return l, err
 	}
 	g.deferred.Add(1)
-	gr, err = g.api.Runner(ctx, s, id)
+	return g.alone(ctx, s, id)
+}
+
+// alone reads runner id by itself (GET .../runners/{id}): GitHub's answer now,
+// which no page of a list read while runners come and go can miss.
+func (g *github) alone(ctx context.Context, s scope.Scope, id int64) (listing, error) {
+	gr, err := g.api.Runner(ctx, s, id)
 	if errors.Is(err, githubapi.ErrNotFound) {
-		return githubapi.Runner{}, false, nil
+		return listing{at: g.start, own: true}, nil
 	}
-	return gr, err == nil, err
+	return listing{Runner: gr, found: err == nil, at: g.start, own: true}, err
 }
 
 // listed looks the runner up in the scope's list, shared or not, for a caller
@@ -170,14 +199,15 @@ func (g *github) listed(ctx context.Context, s scope.Scope, name string) (github
 }
 
 // cached finds the runner in the list this sweep already has, without reading one.
-func (g *github) cached(id int64) (githubapi.Runner, bool, error) {
+func (g *github) cached(id int64) listing {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.done || g.err != nil {
-		return githubapi.Runner{}, false, g.err
+	done, list, lerr := g.done, g.list, g.err
+	g.mu.Unlock()
+	if !done || lerr != nil {
+		return listing{}
 	}
-	gr, found := search(g.list, func(r githubapi.Runner) bool { return r.ID == id })
-	return gr, found, nil
+	gr, found := search(list, func(r githubapi.Runner) bool { return r.ID == id })
+	return g.listing(gr, found)
 }
 
 func (g *github) remove(ctx context.Context, s scope.Scope, id int64) error {

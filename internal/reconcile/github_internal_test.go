@@ -55,8 +55,8 @@ func TestSharedRunnerListServesOnlyAnswersThatWait(t *testing.T) {
 	view := func() *github { return &github{api: api, shared: shared, start: clk.Now()} }
 
 	first := view()
-	if _, found, err := first.byID(ctx, org, 1); err != nil || !found {
-		t.Fatalf("first sweep: runner 1 found %v, %v", found, err)
+	if l, err := first.byID(ctx, org, 1); err != nil || !l.found {
+		t.Fatalf("first sweep: runner 1 found %v, %v", l.found, err)
 	}
 	if n := api.readCount(); n != 1 {
 		t.Fatalf("%d reads for the first sweep, want 1", n)
@@ -67,8 +67,8 @@ func TestSharedRunnerListServesOnlyAnswersThatWait(t *testing.T) {
 		githubapi.Runner{ID: 3, Name: "c", Status: "online"})
 	clk.Step(time.Second)
 	second := view()
-	if gr, found, err := second.byID(ctx, org, 1); err != nil || !found || gr.Status != "online" {
-		t.Fatalf("second sweep: runner 1 = %+v found %v, %v", gr, found, err)
+	if l, err := second.byID(ctx, org, 1); err != nil || !l.found || l.Status != "online" {
+		t.Fatalf("second sweep: runner 1 = %+v found %v, %v", l.Runner, l.found, err)
 	}
 	if n := api.readCount(); n != 1 {
 		t.Fatalf("%d reads after an online runner was asked for, want 1: the shared list serves it", n)
@@ -79,14 +79,14 @@ func TestSharedRunnerListServesOnlyAnswersThatWait(t *testing.T) {
 	if n := api.readCount(); n != 1 {
 		t.Fatalf("%d reads after listed, want 1", n)
 	}
-	if gr, found, err := second.byName(ctx, org, "c"); err != nil || !found || gr.ID != 3 {
-		t.Fatalf("byName(c) = %+v found %v, %v: absence must come from this sweep's own read", gr, found, err)
+	if l, err := second.byName(ctx, org, "c"); err != nil || !l.found || l.ID != 3 {
+		t.Fatalf("byName(c) = %+v found %v, %v: absence must come from this sweep's own read", l.Runner, l.found, err)
 	}
 	if n := api.readCount(); n != 2 {
 		t.Fatalf("%d reads after an absent runner was asked for, want 2", n)
 	}
-	if gr, found, err := second.byID(ctx, org, 2); err != nil || !found || gr.Status != "online" {
-		t.Fatalf("byID(2) = %+v found %v, %v: this sweep's own list says online", gr, found, err)
+	if l, err := second.byID(ctx, org, 2); err != nil || !l.found || l.Status != "online" {
+		t.Fatalf("byID(2) = %+v found %v, %v: this sweep's own list says online", l.Runner, l.found, err)
 	}
 	if n := api.readCount(); n != 2 {
 		t.Fatalf("%d reads, want 2: the sweep's own list is read once", n)
@@ -103,8 +103,8 @@ func TestSharedRunnerListServesOnlyAnswersThatWait(t *testing.T) {
 	api.set(githubapi.Runner{ID: 4, Name: "d", Status: "online"})
 	clk.Step(time.Second)
 	fourth := view()
-	if gr, found, err := fourth.byID(ctx, org, 4); err != nil || !found || gr.Status != "online" {
-		t.Fatalf("byID(4) = %+v found %v, %v: offline must come from this sweep's own read", gr, found, err)
+	if l, err := fourth.byID(ctx, org, 4); err != nil || !l.found || l.Status != "online" {
+		t.Fatalf("byID(4) = %+v found %v, %v: offline must come from this sweep's own read", l.Runner, l.found, err)
 	}
 	if n := api.readCount(); n != 4 {
 		t.Fatalf("%d reads, want 4", n)
@@ -130,11 +130,11 @@ func TestUnsharedRunnerListIsTheSweepsOwn(t *testing.T) {
 	api.set(githubapi.Runner{ID: 2, Name: "b", Status: "offline"})
 	g := &github{api: api, start: clk.Now()}
 	for range 2 {
-		if _, found, err := g.byName(ctx, org, "missing"); err != nil || found {
-			t.Fatalf("byName(missing) found %v, %v", found, err)
+		if l, err := g.byName(ctx, org, "missing"); err != nil || l.found {
+			t.Fatalf("byName(missing) found %v, %v", l.found, err)
 		}
-		if _, found, err := g.byID(ctx, org, 2); err != nil || !found {
-			t.Fatalf("byID(2) found %v, %v", found, err)
+		if l, err := g.byID(ctx, org, 2); err != nil || !l.found {
+			t.Fatalf("byID(2) found %v, %v", l.found, err)
 		}
 	}
 	if n := api.readCount(); n != 1 {

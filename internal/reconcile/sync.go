@@ -44,8 +44,8 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 	if err := r.ensurePodMarked(ctx, rn); err != nil {
 		return err
 	}
-	res, err := r.gracefulStop(ctx, s, rn)
-	if err != nil || res != stepDone {
+	done, err := r.gracefulStop(ctx, s, rn)
+	if err != nil || !done {
 		return err
 	}
 	if err := r.deleteRunner(ctx, s, rn); err != nil {

@@ -12,8 +12,9 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
-// withdraw removes the custom labels of an idle runner on GitHub right before
-// drain deletes its pod, and records it on the pod (AnnotationLabelsRemoved).
+// withdraw removes the custom labels of an idle runner on GitHub (the last
+// act of stopRunning) and records it on the pod (AnnotationLabelsRemoved):
+// the runner moves to stopWithdrawn, whose step deletes its pod.
 //
 // GitHub hands a queued job to any online runner whose labels cover the job's,
 // at any moment until the runner's listener has closed its session. A listener
@@ -21,50 +22,46 @@ import (
 // runner's own behaviour, which the entrypoint cannot change). Without its
 // custom labels the runner matches no job that asks for one of them: GitHub can
 // no longer hand it a job of its pool, so the listener's stop loses none. A
-// job handed over before the labels went is seen by the entrypoint, which lets
-// it finish (runner/entrypoint.sh, "Stopping").
+// job handed over before the labels went shows in the pod's report or the link,
+// which stopWithdrawn reads again right before the delete, or is seen by the
+// entrypoint, which lets it finish (runner/entrypoint.sh, "Stopping").
 //
-// The runner must be ours first (ownsID): GitHub lists its id under its pod's
-// name. A runner GitHub does not know (404) cannot be handed a job; one GitHub
-// refuses to change (403: the App may not manage runners, so it cannot remove
-// them either) is drained as if it had no labels to remove, with a warning.
-// Any other failure waits for the next sweep: the pod is not deleted. The
-// labels are not put back: a runner being stopped never takes jobs again.
-func (s *stopper) withdraw(ctx context.Context) error {
-	if s.id == 0 || withdrawn(s.rn.pod) {
-		return nil
+// The runner must be ours first (owned): GitHub lists its id under its pod's
+// name; the labels of a runner GitHub lists under another name (another
+// team's, an ARC runner) are never touched, and one it does not list has none.
+// One GitHub refuses to change (403: the App may not manage runners, so it
+// cannot remove them either) is drained with its labels, with a warning. Any
+// other failure waits for the next sweep. The labels are not put back: a
+// runner being stopped never takes jobs again.
+func (s *stop) withdraw(ctx context.Context, l listing) (next, error) {
+	id := s.rn.runnerID()
+	if !l.found {
+		return moveTo(stopWithdrawn), nil // GitHub does not list it: it has no labels to match a job
 	}
-	// The id comes from an annotation anyone who can write a runner pod can
-	// forge: the labels of a runner GitHub lists under another name (another
-	// team's, an ARC runner) are never touched, and one it does not list has none.
-	_, owned, err := s.ownsID(ctx)
-	switch {
-	case err != nil:
-		s.log.Warn("cannot list runners to check whose the runner id is; retrying next sweep", "id", s.id, "error", err)
-		return errWait
-	case !owned:
-		return nil
+	if want := runnerpod.PodName(s.rn.name()); l.Name != want {
+		s.log.Error("the runner id this runner's objects record is another GitHub runner's: not touching it",
+			"id", id, "githubName", l.Name, "want", want)
+		return moveTo(stopWithdrawn), nil
 	}
-	err = s.gh.removeLabels(ctx, s.p.Scope(), s.id)
+	err := s.gh.removeLabels(ctx, s.p.Scope(), id)
 	switch {
 	case err == nil || errors.Is(err, githubapi.ErrNotFound):
 	case errors.Is(err, githubapi.ErrForbidden):
-		s.log.Warn("GitHub refused to remove the runner's labels: stopping it with them; a job GitHub hands it as its listener stops is cancelled", "id", s.id, "error", err)
-		return nil
+		s.log.Warn("GitHub refused to remove the runner's labels: stopping it with them; a job GitHub hands it as its listener stops is cancelled", "id", id, "error", err)
+		return moveTo(stopWithdrawn), nil
 	default:
-		s.log.Warn("removing the runner's labels before stopping it failed; retrying next sweep", "id", s.id, "error", err)
-		return errWait
+		s.log.Warn("removing the runner's labels before stopping it failed; retrying next sweep", "id", id, "error", err)
+		return waitFor("the removal of the runner's labels"), nil
 	}
-	s.log.Info("runner's custom labels removed: GitHub hands it no job of its pool while it stops", "id", s.id)
+	s.log.Info("runner's custom labels removed: GitHub hands it no job of its pool while it stops", "id", id)
 	err = s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationLabelsRemoved, stamp(s.now))
 	if errors.Is(err, ErrStale) {
-		// The pod changed since its busy signals were read (it may have taken
-		// a job): decided on again next sweep. The runner is being stopped
-		// either way, so its missing labels cost no job.
-		s.log.Info("runner pod changed since its busy signals were read: deciding next sweep")
-		return errWait
+		// The pod's progress changed since the sweep read it (another writer):
+		// decided on again next sweep. The runner is being stopped either way,
+		// so its missing labels cost no job.
+		return waitFor("the pod, which another writer changed"), nil
 	}
-	return err
+	return derived(), err
 }
 
 // withdrawn: the runner's custom labels were removed (withdraw).
