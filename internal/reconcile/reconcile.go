@@ -88,6 +88,11 @@ type Options struct {
 	// the sweeps of the other pools of the scope for this long, for the answers
 	// that make the sweeper wait (github.go). 0: each pool sweep reads its own.
 	RunnerListMaxAge time.Duration
+	// Queued reads other pools' waiting jobs (reservation.Store): an idle
+	// runner is not stopped while a job of another pool that its labels match
+	// waits, as GitHub could hand it that job (reach.go). nil: only the pool's
+	// own waiting jobs hold its runners.
+	Queued QueuedJobs
 	// Reruns keeps runner deaths and failed jobs (rerun.Store): a job that
 	// died with its runner is re-run within the pool's budget (rerun.go). nil:
 	// no re-runs, and no deaths recorded.
@@ -102,6 +107,8 @@ type Reconciler struct {
 	log       *slog.Logger
 	opts      Options
 	templates map[string]built
+	// pools: the pools of the file (reachers).
+	pools []pool.Pool
 	// admitted: template hashes the API server admitted in a dry run (see dryRun).
 	admitted sync.Map
 	// deaths: runner deaths this process recorded ("<runner>/<key>", rerun.go).
@@ -156,7 +163,7 @@ func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.Passi
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Reconciler{kube: kube, gh: gh, clock: clk, log: log, opts: opts, templates: map[string]built{}}
+	r := &Reconciler{kube: kube, gh: gh, clock: clk, log: log, opts: opts, templates: map[string]built{}, pools: cfg.Pools}
 	if opts.RunnerListMaxAge > 0 {
 		r.lists = newSharedLists(clk, opts.RunnerListMaxAge)
 	}
@@ -206,6 +213,8 @@ type sweep struct {
 	windows []time.Duration
 	// reruns: what the re-run stage did (rerun.go).
 	reruns rerunCounts
+	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
+	waiting waiting
 }
 
 // noteStuck records why a runner is held up, for the pool status.

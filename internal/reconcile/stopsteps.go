@@ -56,7 +56,13 @@ func (s *stop) identify(ctx context.Context) (next, error) {
 		return waitFor("the runner's registration"), nil
 	}
 	s.log.Info("runner not registered: its pod is deleted, and GitHub's list decides once its container has ended")
-	return s.deletePodNow(ctx)
+	n, err := s.deletePodNow(ctx)
+	if err != nil || n.wait || runnerEnded(s.rn.pod) {
+		return n, err
+	}
+	// It may have registered since the list was read: a list read after the
+	// delete decides.
+	return waitFor("the entrypoint to stop a runner that may have registered since GitHub's list was read"), nil
 }
 
 // confirmIdle (stopRunning) asks every busy signal whether the runner runs a
@@ -83,23 +89,26 @@ func (s *stop) confirmIdle(ctx context.Context) (next, error) {
 		}
 	}
 	// Offline or not listed (this sweep's list): no session, so GitHub hands it no job.
-	if s.jobMayReach(l) {
+	if s.jobMayReach(ctx, l) {
 		s.log.Info("a job that this runner's labels match waits for a runner: this idle runner stops once no such job waits", "queued", s.sw.d.Queued)
 		return waitFor("no job this runner could take to wait"), nil
 	}
 	return s.withdraw(ctx, l)
 }
 
-// jobMayReach: a job of the pool waits, and GitHub could hand it to this
+// jobMayReach: a job waits — of the pool, or of another pool whose jobs this
+// runner's labels match (otherJobWaits) — and GitHub could hand it to this
 // runner: its listener has a session and its labels were not removed (the
 // pod's record or GitHub's list, which shows a removal whose record did not
 // stick). GitHub hands a waiting job to any idle runner whose labels match; one
 // whose listener is stopping just then cancels it. A runner replaced for an
 // outdated template (its labels may not be the job's) or for a registration
 // that timed out is not held: it could keep the slot the waiting job needs.
-func (s *stop) jobMayReach(l listing) bool {
-	return jobsWaiting(s.sw) && l.online() && !lacksLabels(l.Labels, s.p.Labels) &&
-		!s.rn.outdated(s.sw.template.hash) && s.rn.phase != TimedOut
+func (s *stop) jobMayReach(ctx context.Context, l listing) bool {
+	if !l.online() || lacksLabels(l.Labels, s.p.Labels) || s.rn.outdated(s.sw.template.hash) || s.rn.phase == TimedOut {
+		return false
+	}
+	return jobsWaiting(s.sw) || s.otherJobWaits(ctx)
 }
 
 // deletePod (stopWithdrawn) deletes the pod of a runner whose labels are gone,

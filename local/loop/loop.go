@@ -425,7 +425,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	}
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
-		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, IdleConfirmation: l.opts.IdleConfirmation,
+		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, Queued: store, IdleConfirmation: l.opts.IdleConfirmation,
 		RunnerListMaxAge: ScaledRunnerListMaxAge(l.opts.SweepEvery), Reruns: rerun.NewStore(l.opts.DB, l.opts.Table)})
 	if err != nil {
 		return err

@@ -142,7 +142,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	}
 	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock, reservation.WithPools(func(name string) bool { return pools.Pool(name) != nil }))
 	rec, err := reconcile.New(pools, kc, gh, env.Clock, env.Log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL,
-		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, IdleConfirmation: cfg.IdleConfirmation,
+		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, Queued: store, IdleConfirmation: cfg.IdleConfirmation,
 		RunnerListMaxAge: cfg.RunnerListMaxAge, Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})
 	if err != nil {
 		return nil, err
