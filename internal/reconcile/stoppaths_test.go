@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -162,3 +164,46 @@ func (q *queuedJobs) lock() {
 }
 
 func (q *queuedJobs) unlock() { <-q.mu }
+
+// TestRunnerAListMissesIsStillCheckedAndRemoved: GitHub's runner list, read
+// page by page while runners come and go, misses a persistent runner that runs
+// a job of another pool (the link shows it). Not listed is no proof of idle:
+// its pod and link are still read before its pod goes, and the link keeps it.
+// Once the job is over and its container has ended, the runner, which the list
+// still misses, is read by itself and removed from GitHub: its registration
+// does not outlive its pod.
+func TestRunnerAListMissesIsStillCheckedAndRemoved(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.scaleDownAndConfirmIdle()
+	w.useGitHub(&missingGitHub{GitHub: w.gh, id: w.id})
+	w.takeJob()
+	w.links.link(w.name+"-0", 42, reservation.InProgress, w.clock.Now())
+	w.mustSweep(0, time.Time{})
+	if pod := w.pod(w.name + "-0"); pod.DeletionTimestamp != nil {
+		t.Fatal("the pod of a runner the list missed was deleted while the link shows its job")
+	}
+	w.links.link(w.name+"-0", 42, reservation.Completed, w.clock.Now())
+	if err := w.sim.SetBusy(w.id, false); err != nil {
+		t.Fatal(err)
+	}
+	w.mustSweep(0, time.Time{})
+	if got := w.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v, want the stopped runner deleted", got)
+	}
+	if _, ok := w.sim.Runner(w.id); ok {
+		t.Fatal("the runner's registration outlived its pod: the list missed it, and no one asked GitHub")
+	}
+}
+
+// missingGitHub is GitHub whose runner lists miss runner id (its pages shifted
+// as runners came and went), while a read of the runner alone finds it.
+type missingGitHub struct {
+	reconcile.GitHub
+	id int64
+}
+
+func (g *missingGitHub) Runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error) {
+	list, err := g.GitHub.Runners(ctx, s)
+	return slices.DeleteFunc(list, func(r githubapi.Runner) bool { return r.ID == g.id }), err
+}
