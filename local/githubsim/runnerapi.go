@@ -76,6 +76,9 @@ type agentState struct {
 	// wake is closed (and replaced) whenever a long-poll may have something new:
 	// a job queued, a runner freed, removed or disconnected.
 	wake chan struct{}
+	// failRegistrations: the statuses the next registrations answer
+	// (InjectRegistrationStatus), first to last.
+	failRegistrations []int
 }
 
 type session struct {
@@ -132,9 +135,30 @@ func (s *Server) runnerRoutes() {
 	s.handle("POST /_runner/jobs/{job_id}/result", s.agentJobResult)
 }
 
+// InjectRegistrationStatus makes the next n runner registrations (config.sh's
+// POST /_runner/registrations) fail with status (e.g. 502), as GitHub's
+// registration endpoint fails now and then: nothing is registered, and
+// config.sh exits 1. (InjectStatus answers REST calls made with a token, which
+// a runner's registration is not.)
+func (s *Server) InjectRegistrationStatus(status, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.agents.failRegistrations = append(s.agents.failRegistrations, status)
+	}
+}
+
 // agentRegister: POST /_runner/registrations, what `config.sh --url URL --token T`
 // does: the runner exists (offline) from now on and its credential is returned.
 func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	if f := s.agents.failRegistrations; len(f) > 0 {
+		s.agents.failRegistrations = f[1:]
+		s.mu.Unlock()
+		writeError(w, f[0], http.StatusText(f[0]))
+		return
+	}
+	s.mu.Unlock()
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "RemoteAuth ")
 	var req registrationRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.URL == "" || req.Name == "" {

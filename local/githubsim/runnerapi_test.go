@@ -194,6 +194,23 @@ func TestAgentRegistration(t *testing.T) {
 	}
 }
 
+// TestInjectedRegistrationStatus: an injected status fails the next
+// registration, which registers nothing; the one after it registers.
+func TestInjectedRegistrationStatus(t *testing.T) {
+	t.Parallel()
+	e := newAgentEnv(t)
+	tok := e.regToken("/orgs/acme")
+	e.sim.InjectRegistrationStatus(http.StatusBadGateway, 1)
+	body := map[string]any{"url": e.url + "/acme", "name": "r1"}
+	if _, status := e.register(tok, body); status != http.StatusBadGateway {
+		t.Fatalf("registration: %d, want the injected 502", status)
+	}
+	if rs := e.sim.Runners(); len(rs) != 0 {
+		t.Fatalf("runners %+v after a failed registration, want none", rs)
+	}
+	e.mustRegister(tok, body)
+}
+
 func TestAgentSessionOnlineOffline(t *testing.T) {
 	t.Parallel()
 	e := newAgentEnv(t)

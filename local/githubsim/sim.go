@@ -144,6 +144,8 @@ type Server struct {
 	releases []RunnerRelease // actions/runner's (releases.go)
 	// public: repositories made public (lower-cased full names; groups.go).
 	public map[string]bool
+	// labelHolds: runner id → the hold on its next label removal (labels.go).
+	labelHolds map[int64]*LabelRemovalHold
 }
 
 type installationToken struct {
