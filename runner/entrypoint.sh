@@ -129,7 +129,23 @@ runner_uid='' runner_gid=''
 log() { printf 'entrypoint: %s\n' "$*" >&2; }
 die() {
 	log "error: $*"
+	exit_why=$*
 	exit 1
+}
+
+# runner_started: the runner is about to start (an ephemeral one's run marker is
+# written). Until then, an exit other than 0 leaves "runner not started: <why>"
+# as the container's termination message (not_started), unless one was written:
+# the kubelet starts the container again, and the runner in it registers and
+# takes a job like a first start, so the sweeper must not take the runner for
+# finished (internal/reconcile, finished).
+runner_started=false exit_why=''
+not_started() {
+	local rc=$? term=${RUNNER_TERMINATION_LOG:-/dev/termination-log}
+	if $runner_started || ((rc == 0)) || [[ -s $term ]]; then
+		return 0
+	fi
+	printf 'runner not started: %s\n' "${exit_why:-the entrypoint exited with code ${rc} before it started the runner}" >"$term" 2>/dev/null || true
 }
 
 validate() {
@@ -595,6 +611,7 @@ main() {
 	# the end of the grace period then kills. Before the runner starts, on_term
 	# exits at once.
 	trap on_term TERM INT
+	trap not_started EXIT
 	validate
 	setup_user
 	protect_state_dir
@@ -612,6 +629,7 @@ main() {
 		ephemeral || save_registration
 	fi
 	if ephemeral; then record_start; fi
+	runner_started=true
 	setup_job_report
 	watch_refusals
 	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) 2>&"$refusal_fd" &

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -178,7 +179,9 @@ func (r *Reconciler) classify(rn *runner, now time.Time, ephemeral bool) Phase {
 // that runs again is not: a first start that failed before the marker was
 // written (its docker sidecar not ready, config.sh refused) starts the runner
 // again, which registers and takes a job like a first start; a marker found
-// ends it a moment later. A persistent runner keeps its registration
+// ends it a moment later. So is one whose last exit came before its runner
+// started (the entrypoint says so in its termination message: notStarted): the
+// kubelet starts it again. A persistent runner keeps its registration
 // across restarts: only its current state counts (exited 0, as ARC's
 // runnerPodOrContainerIsStopped).
 func finished(pod *corev1.Pod, ephemeral bool) bool {
@@ -190,12 +193,27 @@ func finished(pod *corev1.Pod, ephemeral bool) bool {
 		return false
 	}
 	if ephemeral {
-		return cs.State.Running == nil && (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0)
+		return cs.State.Running == nil && (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0) &&
+			!notStarted(cs)
 	}
 	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }
 
 func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus { return runnerpod.RunnerStatus(pod) }
+
+// notStartedMessage begins the termination message of a runner container that
+// exited before its runner started (runner/entrypoint.sh, not_started).
+const notStartedMessage = "runner not started:"
+
+// notStarted: the runner container's last exit came before its runner started
+// (its termination message says so): started again, it runs like a first start.
+func notStarted(cs *corev1.ContainerStatus) bool {
+	last := cs.State.Terminated
+	if last == nil {
+		last = cs.LastTerminationState.Terminated
+	}
+	return last != nil && strings.HasPrefix(strings.TrimSpace(last.Message), notStartedMessage)
+}
 
 // everRan reports whether the pod may have started its runner: once it is bound
 // to a node, the kubelet may be starting the container before its status says so.

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -206,4 +209,28 @@ type missingGitHub struct {
 func (g *missingGitHub) Runners(ctx context.Context, s scope.Scope) ([]githubapi.Runner, error) {
 	list, err := g.GitHub.Runners(ctx, s)
 	return slices.DeleteFunc(list, func(r githubapi.Runner) bool { return r.ID == g.id }), err
+}
+
+// TestRunnerNotStartedIsNotFinished: an ephemeral runner container whose first
+// start failed before its runner started (the entrypoint's termination message
+// says so) waits for the kubelet to start it again: started again, it registers
+// and takes a job like a first start. It is not taken for finished: neither
+// replaced nor stopped.
+func TestRunnerNotStartedIsNotFinished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	e.run(name)
+	e.setRunnerStatus(name, corev1.ContainerStatus{RestartCount: 1,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "runner not started: docker did not become ready within 120s"}}})
+	e.mustSweep(1, time.Time{})
+	if got := e.statefulSets(); !slices.Equal(got, []string{name}) {
+		t.Fatalf("statefulsets %v, want only %s: a runner that has not started yet is not finished", got, name)
+	}
+	if pod := e.pods()[name]; pod.DeletionTimestamp != nil || pod.Annotations[runnerpod.AnnotationUnregistrationRequest] != "" {
+		t.Fatalf("the not-started runner's pod: deleted %v, annotations %v; want it left to start again", pod.DeletionTimestamp, pod.Annotations)
+	}
 }
