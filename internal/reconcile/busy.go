@@ -170,7 +170,7 @@ func (s *stop) idleConfirmed(ctx context.Context, l listing) (next, bool, error)
 		}
 		since = l.at
 	}
-	s.sw.vetoed[signalIdleWindow]++
+	s.sw.stats.vetoed[signalIdleWindow]++
 	s.log.Info("GitHub lists the runner idle: stopping it once that has held for the idle confirmation",
 		"id", s.rn.runnerID(), "idleSince", since, "confirmation", s.r.opts.IdleConfirmation)
 	return waitFor("the idle confirmation"), false, nil
@@ -212,10 +212,10 @@ func (s *stop) checkNow(ctx context.Context) (next, bool, error) {
 // just said idle, so the signals disagree. A busy answer from GitHub itself
 // backs the next question off (busy).
 func (s *stop) veto(ctx context.Context, signal string, githubIdle bool, why string, args ...any) (next, error) {
-	s.sw.vetoed[signal]++
+	s.sw.stats.vetoed[signal]++
 	args = append([]any{"id", s.rn.runnerID(), "signal", signal}, args...)
 	if githubIdle {
-		s.sw.disagreements++
+		s.sw.stats.disagreements++
 		s.log.Warn("busy signals disagree: GitHub lists the runner idle, but "+why+"; not stopping it", args...)
 	} else {
 		s.log.Info("runner is busy ("+why+"): waiting for its job to finish", args...)

@@ -28,8 +28,8 @@ import (
 // signals first: cleanup itself removes only runners that have no pod.
 //
 // It costs a list of Secrets, so it runs only when due (cleanupDue).
-func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
-	if !r.cleanupDue(s) {
+func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
+	if !r.cleanupDue(s, g) {
 		return nil
 	}
 	ns := s.p.Kubernetes.Namespace
@@ -77,11 +77,11 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep) error {
 // CleanupInterval, measured by the injected clock and recorded in the pool status
 // (LastCleanup; zero when the last cleanup left something to look at again). Not
 // in a sweep whose creations all succeeded (the fast path), nor in a steady one.
-func (r *Reconciler) cleanupDue(s *sweep) bool {
+func (r *Reconciler) cleanupDue(s *sweep, g grown) bool {
 	switch {
-	case s.createFailed, s.p.IsDraining(): // a draining pool is done only when nothing is left
+	case g.failed, s.p.IsDraining(): // a draining pool is done only when nothing is left
 		return true
-	case s.created > 0:
+	case g.created > 0:
 		return false
 	case s.now.Sub(s.st.LastCleanup) >= r.opts.CleanupInterval:
 		return true

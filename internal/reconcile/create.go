@@ -29,14 +29,6 @@ import (
 // Before the first creation of a template, the API server is asked to admit its
 // StatefulSet (dryRun), so that a template it refuses costs no registration.
 func (r *Reconciler) create(ctx context.Context, s *sweep) error {
-	if err := r.createRunner(ctx, s); err != nil {
-		s.createFailed = true // cleanup runs in this sweep
-		return err
-	}
-	return nil
-}
-
-func (r *Reconciler) createRunner(ctx context.Context, s *sweep) error {
 	if err := r.dryRun(ctx, s); err != nil {
 		return err
 	}

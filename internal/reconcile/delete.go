@@ -50,7 +50,7 @@ func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) err
 		}
 	}
 	rn.phase = Terminating
-	s.deleted++
+	s.stats.deleted++
 	s.log.Info("runner deleted", "runner", rn.name())
 	r.deleteSecret(ctx, s, rn.name(), rn.sts.UID)
 	return nil

@@ -7,6 +7,26 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 )
 
+// sweepStats counts what one pool sweep did. The stages only add to it; the
+// sweep's log line and its metrics (emit) alone read it.
+type sweepStats struct {
+	created, deleted, marked int
+	// vetoed counts, by signal, the stops a busy signal vetoed (busy.go);
+	// disagreements, those vetoed against GitHub's idle answer.
+	vetoed        map[string]int
+	disagreements int
+	// forbidden counts RemoveRunner's 403 answers.
+	forbidden int
+	// windows: for each pod a stop deleted while its runner container may have
+	// run, the time from the busy signals' last read to the delete.
+	windows []time.Duration
+	// registrations: for each runner this sweep first saw GitHub list, how
+	// long after its creation.
+	registrations []time.Duration
+	// reruns: what the re-run stage did (rerun.go).
+	reruns rerunCounts
+}
+
 // emit logs one line per pool sweep and writes its CloudWatch Embedded Metric
 // Format record (namespace runnerscaler, dimension Pool) to opts.Metrics: the
 // runners by phase and what the sweep did, and the pool's queue as the decision
@@ -16,8 +36,8 @@ import (
 // runners GitHub listed for the first time.
 func (r *Reconciler) emit(s *sweep, took time.Duration) {
 	ph := s.st.Phases
-	s.log.Info("pool reconciled", "desired", s.d.Desired, "phases", ph, "created", s.created, "marked", s.marked,
-		"deleted", s.deleted, "githubCalls", s.gh.callCount(), "took", took)
+	s.log.Info("pool reconciled", "desired", s.d.Desired, "phases", ph, "created", s.stats.created, "marked", s.stats.marked,
+		"deleted", s.stats.deleted, "githubCalls", s.gh.callCount(), "took", took)
 	if r.opts.Metrics == nil {
 		return
 	}
@@ -37,7 +57,7 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "Desired", Unit: emf.Count, Value: float64(s.d.Desired)},
 		{Name: "Running", Unit: emf.Count, Value: float64(ph[string(Running)])},
 		{Name: "Pending", Unit: emf.Count, Value: float64(ph[string(Pending)])},
-		{Name: "Created", Unit: emf.Count, Value: float64(s.created)},
+		{Name: "Created", Unit: emf.Count, Value: float64(s.stats.created)},
 		{Name: "Deleting", Unit: emf.Count, Value: float64(ph[string(Stopping)] + ph[string(Terminating)])},
 		{Name: "GitHubCalls", Unit: emf.Count, Value: float64(s.gh.callCount())},
 		{Name: "SweepDuration", Unit: emf.Milliseconds, Value: float64(took.Milliseconds())},
@@ -49,14 +69,14 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "PendingWithReason", Unit: emf.Count, Value: float64(len(s.stuck))},
 	}
 	for _, signal := range []string{signalGitHub, signalPodReport, signalJobLink, signalIdleWindow} {
-		ms = append(ms, emf.Metric{Name: "RemovalsVetoedBy" + signal, Unit: emf.Count, Value: float64(s.vetoed[signal])})
+		ms = append(ms, emf.Metric{Name: "RemovalsVetoedBy" + signal, Unit: emf.Count, Value: float64(s.stats.vetoed[signal])})
 	}
-	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.disagreements)},
-		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.forbidden)},
+	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.stats.disagreements)},
+		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.stats.forbidden)},
 		emf.Metric{Name: "GitHubListsDeferred", Unit: emf.None, Value: flag(s.gh.deferral() != "")})
-	if len(s.windows) > 0 {
-		values := make([]float64, len(s.windows))
-		for i, d := range s.windows {
+	if len(s.stats.windows) > 0 {
+		values := make([]float64, len(s.stats.windows))
+		for i, d := range s.stats.windows {
 			values[i] = float64(d.Microseconds()) / 1000
 		}
 		ms = append(ms, emf.Metric{Name: "RemovalCheckWindow", Unit: emf.Milliseconds, Values: values})
@@ -64,14 +84,14 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 	if rate, ok := r.rateRemaining(); ok {
 		ms = append(ms, emf.Metric{Name: "GitHubRateRemaining", Unit: emf.Count, Value: float64(rate)})
 	}
-	if len(s.registrations) > 0 {
-		values := make([]float64, len(s.registrations))
-		for i, d := range s.registrations {
+	if len(s.stats.registrations) > 0 {
+		values := make([]float64, len(s.stats.registrations))
+		for i, d := range s.stats.registrations {
 			values[i] = d.Seconds()
 		}
 		ms = append(ms, emf.Metric{Name: "RunnerRegistrationTime", Unit: emf.Seconds, Values: values})
 	}
-	return append(ms, rerunMetrics(s.reruns)...)
+	return append(ms, rerunMetrics(s.stats.reruns)...)
 }
 
 // rerunMetrics: runner deaths recorded, failed jobs re-run, left failed and

@@ -178,81 +178,49 @@ func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.Passi
 	return r, nil
 }
 
-// sweep is one pool's reconcile: its observations and what it did.
-type sweep struct {
-	p        *pool.Pool
-	d        scaling.Decision
-	st       *poolstate.Status
-	now      time.Time
-	runners  []*runner
-	gh       *github
-	created  int
-	deleted  int
-	marked   int
-	log      *slog.Logger
-	template built
-	// stuck: why runners that are not running are held up (see stuckReason).
-	stuck map[string]string
-	// missing: runners sync found wanting, created by grow within the ceiling.
-	missing int
-	// orphans: pods with our finalizer whose StatefulSet is gone (finishOrphans).
-	orphans []*corev1.Pod
-	// createFailed: a creation failed in this sweep (cleanup runs).
-	createFailed bool
-	// registrations: for each runner this sweep first saw GitHub list, how long
-	// after its creation (a metric).
-	registrations []time.Duration
-	// vetoed counts, by signal, the removals a busy signal vetoed (busy.go);
-	// disagreements, those vetoed against GitHub's idle answer.
-	vetoed        map[string]int
-	disagreements int
-	// forbidden counts RemoveRunner's 403 answers.
-	forbidden int
-	// windows: for each RemoveRunner of a runner whose container ran, the time
-	// from the last busy signal read to the call.
-	windows []time.Duration
-	// reruns: what the re-run stage did (rerun.go).
-	reruns rerunCounts
-	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
-	waiting waiting
-}
-
-// noteStuck records why a runner is held up, for the pool status.
-func (s *sweep) noteStuck(runner, reason string) {
-	if s.stuck == nil {
-		s.stuck = map[string]string{}
-	}
-	s.stuck[runner] = reason
-}
-
 // Reconcile brings the pool's runners in line with d and records phases and the
 // last sync time in st. An error leaves the rest for the next sweep.
 func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Decision, st *poolstate.Status) error {
 	start := r.clock.Now()
 	s := &sweep{p: p, d: d, st: st, now: start, gh: &github{api: r.gh, shared: r.lists, start: start}, log: r.log.With("pool", p.Name),
-		template: r.templates[p.Name], vetoed: map[string]int{}}
+		template: r.templates[p.Name], stats: sweepStats{vetoed: map[string]int{}}}
 	ctx = s.gh.counting(ctx)
 	var err error
 	if s.runners, s.orphans, err = r.observe(ctx, p, s.now); err != nil {
 		return err
 	}
-	// A failed step does not stop the others: each runner's progress is its own,
-	// and a flaky API must not keep a pool from unregistering or creating runners.
-	var errs []error
-	// Deaths are recorded first, before a stop can delete the pod that shows one.
-	for _, stage := range []func(context.Context, *sweep) error{r.reruns, r.register, r.markBusy, r.sync, r.stop, r.grow, r.finishOrphans, r.cleanup, r.headroom, r.guardBudget} {
-		err := stage(ctx, s)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		if ctx.Err() != nil || errors.Is(err, errDeathsUnrecorded) {
-			break
-		}
-	}
+	err = r.stages(ctx, s)
 	st.Phases = phases(s.runners)
 	st.Stuck = s.stuck
 	st.Deferred = s.gh.deferral()
 	r.emit(s, r.clock.Since(start))
+	return err
+}
+
+// stages runs the sweep's stages in order; each returns what a later one
+// consumes (sync's plan for grow, grow's outcome for cleanup). A failed stage
+// does not stop the others: each runner's progress is its own, and a flaky API
+// must not keep a pool from unregistering or creating runners. Deaths are
+// recorded first, before a stop can delete the pod that shows one; a sweep
+// that could not record them, or whose context ended, stops there.
+func (r *Reconciler) stages(ctx context.Context, s *sweep) error {
+	var errs []error
+	done := func(err error) bool {
+		errs = append(errs, err)
+		return ctx.Err() != nil || errors.Is(err, errDeathsUnrecorded)
+	}
+	if done(r.reruns(ctx, s)) || done(r.register(ctx, s)) || done(r.markBusy(ctx, s)) {
+		return errors.Join(errs...)
+	}
+	want, err := r.sync(ctx, s)
+	if done(err) || done(r.stop(ctx, s)) {
+		return errors.Join(errs...)
+	}
+	grown, err := r.grow(ctx, s, want)
+	if done(err) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
+		return errors.Join(errs...)
+	}
+	done(r.guardBudget(ctx, s))
 	return errors.Join(errs...)
 }
 
@@ -276,7 +244,7 @@ func (r *Reconciler) mark(ctx context.Context, s *sweep, rn *runner) error {
 		case err != nil:
 			return err
 		}
-		s.marked++
+		s.stats.marked++
 	}
 	return r.ensurePodMarked(ctx, rn)
 }
@@ -301,4 +269,32 @@ func phases(runners []*runner) map[string]int {
 		out[string(ph)]++
 	}
 	return out
+}
+
+// sweep is one pool's reconcile: its observations and what it did.
+type sweep struct {
+	p        *pool.Pool
+	d        scaling.Decision
+	st       *poolstate.Status
+	now      time.Time
+	runners  []*runner
+	gh       *github
+	log      *slog.Logger
+	template built
+	// stuck: why runners that are not running are held up (see stuckReason).
+	stuck map[string]string
+	// orphans: pods with our finalizer whose StatefulSet is gone (finishOrphans).
+	orphans []*corev1.Pod
+	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
+	waiting waiting
+	// stats: what the sweep did, for its metrics and log line alone (metrics.go).
+	stats sweepStats
+}
+
+// noteStuck records why a runner is held up, for the pool status.
+func (s *sweep) noteStuck(runner, reason string) {
+	if s.stuck == nil {
+		s.stuck = map[string]string{}
+	}
+	s.stuck[runner] = reason
 }

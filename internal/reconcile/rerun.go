@@ -105,7 +105,7 @@ func (r *Reconciler) noteDeaths(ctx context.Context, s *sweep, pod *corev1.Pod) 
 			return err
 		}
 		r.deaths.Store(key, struct{}{})
-		s.reruns.deaths++
+		s.stats.reruns.deaths++
 		s.log.Info("runner died", "runner", d.Runner, "cause", d.Cause, "from", d.From(), "to", d.To(), "deleted", d.Deleted)
 	}
 	return nil
@@ -309,7 +309,7 @@ func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) 
 	c.Tries++
 	err = rr.RerunJob(ctx, s.p.Scope(), c.Repository, c.JobID)
 	if err == nil {
-		s.reruns.delays = append(s.reruns.delays, s.now.Sub(c.Completed()))
+		s.stats.reruns.delays = append(s.stats.reruns.delays, s.now.Sub(c.Completed()))
 		return r.settleRerun(ctx, s, c, rerun.Rerun, "")
 	}
 	if refusedForGood(err) {
@@ -357,14 +357,14 @@ func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	log := s.log.With("job", c.JobID, "run", c.RunID, "attempt", c.RunAttempt, "repository", c.Repository, "runner", c.Runner, "conclusion", c.Conclusion)
 	switch o {
 	case rerun.Rerun:
-		s.reruns.rerun++
+		s.stats.reruns.rerun++
 		log.Info("job re-run: its runner died under it", "cause", c.Cause, "afterFailure", s.now.Sub(c.Completed()).Round(time.Millisecond))
 	case rerun.Refused:
-		s.reruns.refused++
+		s.stats.reruns.refused++
 		log.Error("GitHub refused to re-run a job whose runner died under it (the App needs the `actions: write` permission to re-run jobs)",
 			"cause", c.Cause, "error", reason)
 	default:
-		s.reruns.notRerun++
+		s.stats.reruns.notRerun++
 		log.Info("failed job not re-run", "reason", reason, "cause", c.Cause)
 	}
 	return nil

@@ -46,8 +46,8 @@ func (s *stop) identify(ctx context.Context) (next, error) {
 		s.log.Info("runner not registered, and it cannot run again: nothing to unregister")
 		return moveTo(stopReleased), nil
 	case pod.DeletionTimestamp != nil:
-		if !s.now.Before(pod.DeletionTimestamp.Time) {
-			s.log.Info("runner not registered, and its pod's grace period is over (its node is gone): nothing to unregister")
+		if !s.now.Before(pod.DeletionTimestamp.Time) && s.now.Sub(s.rn.createdAt()) >= s.r.opts.RegistrationTimeout {
+			s.log.Info("runner not registered within the registration timeout, and its pod's grace period is over (its node is gone): nothing to unregister")
 			return moveTo(stopReleased), nil
 		}
 		return waitFor("the entrypoint to stop the runner of a pod being deleted"), nil
@@ -129,7 +129,7 @@ func (s *stop) deletePod(ctx context.Context) (next, error) {
 	if err != nil || n.wait {
 		return n, err
 	}
-	s.sw.windows = append(s.sw.windows, s.r.clock.Since(checked))
+	s.sw.stats.windows = append(s.sw.stats.windows, s.r.clock.Since(checked))
 	s.log.Info("runner idle by every signal: its pod deleted so that its entrypoint stops the listener before GitHub is asked to remove it")
 	return waitFor("the entrypoint to stop the runner"), nil
 }
@@ -247,7 +247,7 @@ const forbiddenReason = "GitHub refused to remove the runner (403 Forbidden): gr
 // GitHub still lists the runner, so it waits, loudly, and the runner keeps
 // counting against the pool.
 func (s *stop) forbidden(ctx context.Context, err error) (next, error) {
-	s.sw.forbidden++
+	s.sw.stats.forbidden++
 	s.sw.noteStuck(s.rn.name(), forbiddenReason)
 	id := s.rn.runnerID()
 	l, lerr := s.gh.byID(ctx, s.p.Scope(), id)

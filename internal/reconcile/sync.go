@@ -88,7 +88,7 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 			// Looked up as soon as it runs (token mode): the time is its
 			// registration's, to a sweep. A JIT runner is looked up only after
 			// half the registration timeout (registrationCanWait): no sample.
-			s.registrations = append(s.registrations, s.now.Sub(rn.createdAt()))
+			s.stats.registrations = append(s.stats.registrations, s.now.Sub(rn.createdAt()))
 		}
 		if rn.phase == TimedOut {
 			rn.phase = Running
@@ -138,9 +138,10 @@ func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) err
 }
 
 // sync is ARC's syncRunnerPodsOwners: mark completed, timed-out and outdated
-// runners for replacement, mark the surplus of the up-to-date ones, and note how
-// many are missing (grow creates them once the stop stage has freed their slots).
-func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
+// runners for replacement, mark the surplus of the up-to-date ones, and return
+// how many are missing (grow creates them once the stop stage has freed their
+// slots).
+func (r *Reconciler) sync(ctx context.Context, s *sweep) (missing int, err error) {
 	var regular []*runner
 	var errs []error
 	for _, rn := range s.runners {
@@ -165,9 +166,9 @@ func (r *Reconciler) sync(ctx context.Context, s *sweep) error {
 	case n > s.d.Desired:
 		errs = append(errs, r.scaleDown(ctx, s, holdWhileQueued(s, regular), n-s.d.Desired))
 	case n < s.d.Desired:
-		s.missing = s.d.Desired - n
+		missing = s.d.Desired - n
 	}
-	return errors.Join(errs...)
+	return missing, errors.Join(errs...)
 }
 
 // noteStuck records why a runner that is not running is held up, for the pool
@@ -261,31 +262,40 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 // runner has taken, so it is real demand; without it, a pool at maxReplicas with a
 // backlog starves for the whole delay each time its runners finish, because no
 // new reservation moves the effective time. The pool's scope is recorded in its
-// status (recordScope).
-func (r *Reconciler) grow(ctx context.Context, s *sweep) error {
+// status (recordScope). It returns how many it created and whether one failed.
+func (r *Reconciler) grow(ctx context.Context, s *sweep, wanted int) (grown, error) {
 	recordScope(s)
-	missing := min(s.missing, s.p.Max()-live(s.runners))
+	missing := min(wanted, s.p.Max()-live(s.runners))
 	if missing <= 0 {
-		if s.missing > 0 {
-			s.log.Info("at maxReplicas: runners being stopped still hold their slots", "missing", s.missing, "max", s.p.Max())
+		if wanted > 0 {
+			s.log.Info("at maxReplicas: runners being stopped still hold their slots", "missing", wanted, "max", s.p.Max())
 		}
-		return nil
+		return grown{}, nil
 	}
 	last, eff := s.st.LastSync, s.d.EffectiveTime
 	if s.p.IsEphemeral() && !eff.IsZero() && !last.IsZero() && last.After(eff) && s.now.Before(last.Add(r.opts.RecreationDelay)) &&
 		s.d.Queued == 0 {
 		s.log.Info("holding creation: ephemeral runners finished and no newer reservation arrived",
 			"missing", missing, "lastSync", last, "effectiveTime", eff, "until", last.Add(r.opts.RecreationDelay))
-		return nil
+		return grown{}, nil
 	}
+	var g grown
 	for range missing {
 		if err := r.create(ctx, s); err != nil {
-			return err
+			g.failed = true // cleanup runs in this sweep
+			return g, err
 		}
-		s.created++
+		g.created++
+		s.stats.created++
 		s.st.LastSync = s.now
 	}
-	return nil
+	return g, nil
+}
+
+// grown is what grow did: runners created, and whether a creation failed.
+type grown struct {
+	created int
+	failed  bool
 }
 
 // live counts the pool's StatefulSets that exist and are not being deleted.
