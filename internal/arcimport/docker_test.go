@@ -78,7 +78,7 @@ func TestAdditionalTweaks(t *testing.T) {
 	if _, ok := tmpl.Annotations[runnerpod.AnnotationSafeToEvict]; ok || tmpl.Annotations["team"] != "ci" {
 		t.Errorf("annotations %v: want team, not safe-to-evict", tmpl.Annotations)
 	}
-	r, d := container(t, tmpl, "runner"), container(t, tmpl, "docker")
+	r, d := container(t, tmpl, "runner"), dockerSidecar(t, tmpl)
 	atWork := func(c corev1.Container) bool {
 		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "work" && m.MountPath == "/tmp/work" })
 	}
@@ -208,5 +208,24 @@ func TestWholeCorporaAtOnceIntoOneFile(t *testing.T) {
 		if !in && !listed {
 			t.Errorf("%s: neither a pool nor listed", name)
 		}
+	}
+}
+
+// TestImportedSidecarIsANativeSidecar: a sidecar written out in full (ARC's
+// docker settings) is a native sidecar after the pool's own init containers,
+// as runnerpod makes its own: the kubelet stops it only after the runner, so a
+// job that the graceful stop lets finish keeps docker; the note says so.
+func TestImportedSidecarIsANativeSidecar(t *testing.T) {
+	t.Parallel()
+	_, tmpl, res := imported(t, rd("dockerMTU: 1400\ninitContainers: [{name: setup, image: setup:1}]", ""), withImage)
+	d := dockerSidecar(t, tmpl)
+	inits := tmpl.Spec.InitContainers
+	if len(inits) != 2 || inits[0].Name != "setup" || inits[1].Name != d.Name || !slices.Contains(d.Args, "--mtu=1400") {
+		t.Errorf("init containers %+v: want setup, then the docker sidecar with --mtu=1400", inits)
+	}
+	if !slices.ContainsFunc(res.Notes, func(n string) bool {
+		return strings.Contains(n, "native sidecar named docker") && strings.Contains(n, "stopped after the runner")
+	}) {
+		t.Errorf("notes %v: want the native sidecar said", res.Notes)
 	}
 }

@@ -75,6 +75,29 @@ func container(t *testing.T, tmpl corev1.PodTemplateSpec, name string) corev1.Co
 	return corev1.Container{}
 }
 
+// dockerSidecar is the template's docker sidecar, which must be a native
+// sidecar (an init container with restartPolicy Always, as package runnerpod
+// writes its own): a plain container would get SIGTERM with the runner and take
+// a job that the graceful stop lets finish down with it.
+func dockerSidecar(t *testing.T, tmpl corev1.PodTemplateSpec) corev1.Container {
+	t.Helper()
+	for _, c := range tmpl.Spec.Containers {
+		if c.Name == runnerpod.DockerContainer {
+			t.Fatalf("docker is a plain container: %+v; want a native sidecar (an init container with restartPolicy Always)", c)
+		}
+	}
+	for _, c := range tmpl.Spec.InitContainers {
+		if c.Name == runnerpod.DockerContainer {
+			if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+				t.Fatalf("docker init container %+v: want restartPolicy Always (a native sidecar)", c)
+			}
+			return c
+		}
+	}
+	t.Fatalf("no docker sidecar in %+v", tmpl.Spec.InitContainers)
+	return corev1.Container{}
+}
+
 func hasEnv(c corev1.Container, name, value string) bool {
 	return slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name && e.Value == value })
 }
@@ -228,7 +251,7 @@ scheduledOverrides:
 			}
 		}},
 		{"dockerEnabled, ARC's default", "", "", func(t *testing.T, p *pool.Pool, tmpl corev1.PodTemplateSpec) {
-			if !p.Kubernetes.DockerEnabled || container(t, tmpl, "docker").Image != runnerpod.DockerImage ||
+			if !p.Kubernetes.DockerEnabled || dockerSidecar(t, tmpl).Image != runnerpod.DockerImage ||
 				p.Kubernetes.Namespace != arcimport.DefaultDockerNamespace {
 				t.Errorf("kubernetes %+v, containers %+v", p.Kubernetes, tmpl.Spec.Containers)
 			}
@@ -239,7 +262,7 @@ scheduledOverrides:
 			}
 		}},
 		{"docker sidecar settings", "dockerEnv: [{name: DOCKER_X, value: \"1\"}]\ndockerMTU: 1400\ndockerRegistryMirror: https://mirror.example\ndockerdContainerResources: {limits: {memory: 4Gi}}\ndockerVolumeMounts: [{name: cache, mountPath: /var/lib/docker}]\nvolumes: [{name: cache, emptyDir: {}}]", "", func(t *testing.T, p *pool.Pool, tmpl corev1.PodTemplateSpec) {
-			d := container(t, tmpl, "docker")
+			d := dockerSidecar(t, tmpl)
 			r := container(t, tmpl, "runner")
 			if !hasEnv(d, "DOCKER_X", "1") || !slices.Contains(d.Args, "--mtu=1400") || !slices.Contains(d.Args, "--registry-mirror=https://mirror.example") ||
 				!d.Resources.Limits.Memory().Equal(resource.MustParse("4Gi")) || d.Image != runnerpod.DockerImage ||
@@ -305,7 +328,7 @@ spec:
 	if p.Name != "rs-pool" || tmpl.Labels["app"] != "rs" || tmpl.Spec.ServiceAccountName != "builder" {
 		t.Errorf("pool %s, template labels %v, service account %q", p.Name, tmpl.Labels, tmpl.Spec.ServiceAccountName)
 	}
-	if !hasEnv(container(t, tmpl, "runner"), "FOO", "bar") || len(container(t, tmpl, "docker").VolumeMounts) != 2 {
+	if !hasEnv(container(t, tmpl, "runner"), "FOO", "bar") || len(dockerSidecar(t, tmpl).VolumeMounts) != 2 {
 		t.Errorf("containers %+v", tmpl.Spec.Containers)
 	}
 	var claims []string

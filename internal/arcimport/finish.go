@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
@@ -78,10 +79,11 @@ func (c *converter) docker(d *object, dr *draft) {
 	case dr.dockerEnabled == nil:
 		why = "dockerEnabled not set (ARC's default)"
 	}
-	c.note(d, "%s: ARC's docker sidecar becomes runnerscaler's: a privileged %s container named docker (DOCKER_HOST tcp://localhost:2375, "+
+	c.note(d, "%s: ARC's docker sidecar becomes runnerscaler's: a privileged %s native sidecar named docker (an init container with "+
+		"restartPolicy Always, stopped after the runner, so a job finishing in the graceful stop keeps docker; DOCKER_HOST %s, "+
 		"the work volume shared at %s), so the pool's runners go in the privileged namespace %s; if its jobs do not use docker, "+
 		"%s and import again (the pool then goes in %s)",
-		why, runnerpod.DockerImage, dr.workPath(), c.opts.DockerNamespace, without, c.opts.Namespace)
+		why, runnerpod.DockerImage, runnerpod.DockerHost, dr.workPath(), c.opts.DockerNamespace, without, c.opts.Namespace)
 	if dr.dockerMTU != nil {
 		dr.sidecar.appendSeq("args", str("--mtu="+scalar(dr.dockerMTU)))
 	}
@@ -190,11 +192,15 @@ func specPath(d *object, field string) string {
 
 // fullSidecar writes runnerscaler's docker sidecar (package runnerpod) with
 // ARC's settings laid over it, the work volume mounted at the work directory
-// in both containers.
+// in both containers. Like runnerpod's, it is a native sidecar (restartPolicy
+// Always; the template puts it among the init containers), which the kubelet
+// stops after the runner: a pool's own `docker` container is kept as written,
+// so the import writes it where it outlives the runner's graceful stop.
 func (c *converter) fullSidecar(dr *draft) {
 	base := &omap{}
-	base.set("name", str("docker"))
+	base.set("name", str(runnerpod.DockerContainer))
 	base.set("image", str(runnerpod.DockerImage))
+	base.set("restartPolicy", str(string(corev1.ContainerRestartPolicyAlways)))
 	base.set("env", seq(envVar("DOCKER_TLS_CERTDIR", "")))
 	sc := &omap{}
 	sc.set("privileged", boolean(true))
@@ -208,8 +214,9 @@ func (c *converter) fullSidecar(dr *draft) {
 		}
 		base.set(k, v)
 	}
+	base.set("restartPolicy", str(string(corev1.ContainerRestartPolicyAlways))) // whatever ARC's container said
 	dr.sidecar = *base
-	dr.runner.appendSeq("env", envVar("DOCKER_ENABLED", "true"), envVar("DOCKER_HOST", "tcp://localhost:2375"))
+	dr.runner.appendSeq("env", envVar("DOCKER_ENABLED", "true"), envVar("DOCKER_HOST", runnerpod.DockerHost))
 	dr.runner.appendSeq("volumeMounts", mount("work", dr.workPath()))
 	dr.workVolume()
 }

@@ -109,14 +109,21 @@ func (dr *draft) template() *yaml.Node {
 		runner.set(key, dr.runner.get(key))
 	}
 	containers := seq(runner.node())
-	if sidecar, _ := dr.docker(); sidecar && dr.sidecar.get("image") != nil {
-		containers.Content = append(containers.Content, dr.sidecar.node())
-	}
 	containers.Content = append(containers.Content, dr.extra...)
 	spec := &omap{}
 	spec.set("containers", containers)
 	for _, key := range dr.pod.keys {
 		spec.set(key, dr.pod.get(key))
+	}
+	if sidecar, _ := dr.docker(); sidecar && dr.sidecar.get("image") != nil {
+		// A native sidecar, after the pool's own init containers, as runnerpod
+		// puts its own (see fullSidecar).
+		inits := seq()
+		if own := spec.get("initContainers"); own != nil {
+			inits.Content = append(inits.Content, own.Content...)
+		}
+		inits.Content = append(inits.Content, dr.sidecar.node())
+		spec.set("initContainers", inits)
 	}
 	t := &omap{}
 	if !dr.meta.empty() {

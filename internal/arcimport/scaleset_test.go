@@ -77,7 +77,7 @@ func TestScaleSetValues(t *testing.T) {
 			}
 		}},
 		{"containerMode dind", "githubConfigUrl: https://github.com/acme\ncontainerMode: {type: dind}", func(t *testing.T, p *pool.Pool, tmpl corev1.PodTemplateSpec, res arcimport.Result) {
-			if !p.Kubernetes.DockerEnabled || p.Kubernetes.Namespace != arcimport.DefaultDockerNamespace || container(t, tmpl, "docker").Image == "" {
+			if !p.Kubernetes.DockerEnabled || p.Kubernetes.Namespace != arcimport.DefaultDockerNamespace || dockerSidecar(t, tmpl).Image == "" {
 				t.Errorf("kubernetes %+v: want the docker sidecar in the docker namespace", p.Kubernetes)
 			}
 			if !noted(res, "containerMode dind: ARC's docker sidecar becomes runnerscaler's", "privileged namespace") {

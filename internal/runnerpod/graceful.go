@@ -15,6 +15,12 @@ import (
 // end), then tells the runner to stop, which cancels the job and reports it to
 // GitHub. The pool may tune both; the kubelet kills the container when the pod's
 // terminationGracePeriodSeconds runs out, and a job killed then is never reported.
+//
+// The period is the runner container's alone. The docker sidecar (dockerEnabled)
+// is a native sidecar, which the kubelet stops only once the runner container
+// has exited, with what remains of the period (at least 2 s): its dockerd serves
+// the job to its end and the runner's cancelling of it, and being killed
+// afterwards loses nothing the job reported.
 const (
 	// EnvGracefulStop: seconds a running job may take to finish after SIGTERM.
 	EnvGracefulStop = "RUNNER_GRACEFUL_STOP_TIMEOUT"

@@ -5,6 +5,33 @@
 // the StatefulSet owns, so that deleting the runner garbage-collects it. The
 // Secret is written first: it is the record that this deployment created the
 // runner (see Secret).
+//
+// Docker (dockerEnabled). dockerd (DockerImage) runs beside the runner as a
+// native sidecar: the last init container, with restartPolicy Always. The
+// kubelet starts it before the runner container and, when the pod is deleted,
+// stops it only after the runner container has exited, so a job that the
+// graceful stop lets finish (runner/entrypoint.sh, "Stopping") keeps its docker
+// daemon to its end, and a job cancelled then can still remove its containers.
+// As a plain container it got SIGTERM together with the runner and took the
+// job's containers down at once. The sidecar gets what remains of the pod's
+// grace period (at least 2 s, the kubelet's minimum): all of StopSeconds stays
+// the runner's, and a dockerd killed once the runner has reported its job loses
+// nothing of the job.
+//
+// The sidecar has no startup probe, on purpose: the runner container starts as
+// soon as the sidecar's process runs, and its entrypoint waits for `docker info`
+// to answer (DOCKER_WAIT_TIMEOUT, 120 s by default). A daemon that never answers
+// then fails the runner container with a termination message that names docker
+// ("runner not started: docker did not become ready …"), which the sweeper's
+// stuck reason and `runnerscaler status` show; with a probe the pod would stay
+// in its init phase, with the reason on a container that the stuck reason does
+// not read.
+//
+// A template that has its own container or init container named `docker` keeps
+// it exactly as written, where it is, and gets none of the above (no sidecar,
+// no DOCKER_HOST, no work volume): the pool runs its own docker. A plain
+// container of that name still stops with the runner; the docs say to declare
+// it as a native sidecar.
 package runnerpod
 
 import (
@@ -201,13 +228,26 @@ func runnerIndex(cs []corev1.Container) int {
 	return -1
 }
 
-// DockerImage is the sidecar's image when dockerEnabled is set.
+// DockerImage is the docker sidecar's image when dockerEnabled is set.
 const DockerImage = "docker:27-dind"
+
+// DockerContainer is the docker sidecar's name. A template with a container or
+// an init container of that name keeps it as written and gets no sidecar.
+const DockerContainer = "docker"
+
+// DockerHost is where the runner reaches the sidecar's dockerd (DOCKER_HOST):
+// TCP without TLS (DOCKER_TLS_CERTDIR empty), on the pod's loopback.
+const DockerHost = "tcp://localhost:2375"
+
+// dockerWorkDir is the runner's work directory in runner/Dockerfile's image,
+// shared with the sidecar at the same path, so that the paths a job gives
+// docker (bind mounts) exist where dockerd looks.
+const dockerWorkDir = "/home/runner/_work"
 
 func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
 	k := p.Kubernetes
-	i := runnerIndex(tmpl.Spec.Containers)
-	c := &tmpl.Spec.Containers[i]
+	spec := &tmpl.Spec
+	c := &spec.Containers[runnerIndex(spec.Containers)]
 	switch {
 	case k.DockerdWithinRunnerContainer:
 		if c.SecurityContext == nil {
@@ -215,27 +255,32 @@ func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
 		}
 		c.SecurityContext.Privileged = ptr.To(true)
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKERD_IN_RUNNER", Value: "true"})
-	case k.DockerEnabled && runnerIndexNamed(tmpl.Spec.Containers, "docker") < 0:
+	case k.DockerEnabled && !hasContainer(spec, DockerContainer):
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKER_ENABLED", Value: "true"},
-			corev1.EnvVar{Name: "DOCKER_HOST", Value: "tcp://localhost:2375"})
-		tmpl.Spec.Containers = append(tmpl.Spec.Containers, corev1.Container{
-			Name: "docker", Image: DockerImage,
-			Env:             []corev1.EnvVar{{Name: "DOCKER_TLS_CERTDIR", Value: ""}},
-			SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-			VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: "/home/runner/_work"}},
-		})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: "/home/runner/_work"})
-		tmpl.Spec.Volumes = append(tmpl.Spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			corev1.EnvVar{Name: "DOCKER_HOST", Value: DockerHost})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: dockerWorkDir})
+		spec.InitContainers = append(spec.InitContainers, dockerSidecar())
+		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	}
 }
 
-func runnerIndexNamed(cs []corev1.Container, name string) int {
-	for i, c := range cs {
-		if c.Name == name {
-			return i
-		}
+// dockerSidecar is dockerd as a native sidecar (see the package doc): after
+// the template's own init containers, so that they run before it starts, and
+// stopped after the runner container.
+func dockerSidecar() corev1.Container {
+	return corev1.Container{
+		Name: DockerContainer, Image: DockerImage,
+		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env:             []corev1.EnvVar{{Name: "DOCKER_TLS_CERTDIR", Value: ""}},
+		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
+		VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: dockerWorkDir}},
 	}
-	return -1
+}
+
+// hasContainer: the pod has a container or an init container named name.
+func hasContainer(spec *corev1.PodSpec, name string) bool {
+	named := func(c corev1.Container) bool { return c.Name == name }
+	return slices.ContainsFunc(spec.Containers, named) || slices.ContainsFunc(spec.InitContainers, named)
 }
 
 // Hash identifies what a runner is built from: the pool's template (after the

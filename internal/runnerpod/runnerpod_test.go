@@ -2,6 +2,7 @@ package runnerpod_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -282,6 +283,7 @@ func TestTerminationGracePeriodCoversTheGracefulStop(t *testing.T) {
 		"template's, long enough": {kubernetes: runner("terminationGracePeriodSeconds: 32,", ""), want: 32, wantGrace: "15"},
 		"template's, longer":      {kubernetes: runner("terminationGracePeriodSeconds: 3600,", grace("60")), want: 3600, wantGrace: "60"},
 		"dockerd in the runner":   {kubernetes: "dockerdWithinRunnerContainer: true\n      image: r", want: 32, wantGrace: "15"},
+		"docker sidecar":          {kubernetes: "dockerEnabled: true\n      image: r", want: 32, wantGrace: "15"},
 		"too short": {kubernetes: runner("terminationGracePeriodSeconds: 31,", ""),
 			err: "kubernetes.template: spec.terminationGracePeriodSeconds: 31 is too short"},
 		"too short for the wait": {kubernetes: runner("terminationGracePeriodSeconds: 60,", grace("50")),
@@ -351,7 +353,7 @@ func TestNoPrivilegeEscalationByDefault(t *testing.T) {
 			if !equalPtr(got, tc.want) {
 				t.Fatalf("allowPrivilegeEscalation %s, want %s", str(got), str(tc.want))
 			}
-			for _, c := range spec.Containers[1:] {
+			for _, c := range slices.Concat(spec.Containers[1:], spec.InitContainers) {
 				if sc := c.SecurityContext; c.Name == "docker" && (sc == nil || sc.AllowPrivilegeEscalation != nil || !ptr.Deref(sc.Privileged, false)) {
 					t.Fatalf("docker sidecar's securityContext changed: %+v", sc)
 				}
@@ -370,5 +372,90 @@ func TestStateAndJobDirsAreSet(t *testing.T) {
 	}
 	if got := envValue(c, "RUNNER_STATE_DIR"); got != runnerpod.StateDir {
 		t.Fatalf("RUNNER_STATE_DIR %s, want %s", got, runnerpod.StateDir)
+	}
+}
+
+// TestDockerSidecarIsANativeSidecar: with dockerEnabled, dockerd runs as a
+// native sidecar — the last init container, restartPolicy Always — so that the
+// kubelet stops it only after the runner container has exited and a job the
+// graceful stop lets finish keeps its docker daemon; no container of the pod is
+// named docker. The sidecar keeps what it had as a container (image, privilege,
+// TLS off, the work volume shared with the runner) and has no startup probe:
+// the runner's entrypoint waits for docker (see the package doc).
+func TestDockerSidecarIsANativeSidecar(t *testing.T) {
+	t.Parallel()
+	cfg := parsePool(t, "dockerEnabled: true\n      template: {spec: {initContainers: [{name: setup, image: s}], containers: [{name: runner, image: r}]}}")
+	if err := runnerpod.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	spec := runnerPod(t, cfg)
+	for _, c := range spec.Containers {
+		if c.Name == "docker" {
+			t.Fatalf("a container named docker: %+v; want the sidecar among the init containers only", c)
+		}
+	}
+	if len(spec.InitContainers) != 2 || spec.InitContainers[0].Name != "setup" {
+		t.Fatalf("init containers %+v: want the template's setup, then docker", spec.InitContainers)
+	}
+	d := spec.InitContainers[1]
+	if d.Name != runnerpod.DockerContainer || d.Image != runnerpod.DockerImage || d.RestartPolicy == nil || *d.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+		t.Fatalf("sidecar %s image %s restartPolicy %v: want %s, %s, Always", d.Name, d.Image, str(d.RestartPolicy), runnerpod.DockerContainer, runnerpod.DockerImage)
+	}
+	if d.SecurityContext == nil || !ptr.Deref(d.SecurityContext.Privileged, false) || envValue(d, "DOCKER_TLS_CERTDIR") != "" || d.StartupProbe != nil {
+		t.Errorf("sidecar %+v: want privileged, DOCKER_TLS_CERTDIR empty, no startup probe", d)
+	}
+	work := func(c corev1.Container) bool {
+		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "work" && m.MountPath == "/home/runner/_work" })
+	}
+	r := spec.Containers[0]
+	if !work(d) || !work(r) || !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == "work" && v.EmptyDir != nil }) {
+		t.Errorf("sidecar mounts %+v, runner mounts %+v, volumes %+v: want the work emptyDir in both", d.VolumeMounts, r.VolumeMounts, spec.Volumes)
+	}
+	if envValue(r, "DOCKER_ENABLED") != "true" || envValue(r, "DOCKER_HOST") != runnerpod.DockerHost {
+		t.Errorf("runner env %+v: want DOCKER_ENABLED and DOCKER_HOST %s", r.Env, runnerpod.DockerHost)
+	}
+}
+
+// TestTemplatesOwnDockerIsKept: a template that has its own container or init
+// container named docker keeps it as written, where it is — a plain container
+// stays one — and dockerEnabled adds nothing next to it: no second docker
+// (which the API server would refuse), no docker settings in the runner.
+func TestTemplatesOwnDockerIsKept(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, spec string
+		init       bool // where the template's docker is
+	}{
+		{"container", `{containers: [{name: runner, image: r}, {name: docker, image: my/dind, args: [--mtu=1400]}]}`, false},
+		{"native sidecar", `{initContainers: [{name: docker, image: my/dind, restartPolicy: Always}], containers: [{name: runner, image: r}]}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := parsePool(t, "dockerEnabled: true\n      template: {spec: "+tc.spec+"}")
+			if err := runnerpod.Validate(cfg); err != nil {
+				t.Fatal(err)
+			}
+			spec := runnerPod(t, cfg)
+			var dockers []corev1.Container
+			inInit := false
+			for _, c := range slices.Concat(spec.Containers, spec.InitContainers) {
+				if c.Name == "docker" {
+					dockers = append(dockers, c)
+				}
+			}
+			for _, c := range spec.InitContainers {
+				inInit = inInit || c.Name == "docker"
+			}
+			if len(dockers) != 1 || dockers[0].Image != "my/dind" || inInit != tc.init {
+				t.Fatalf("docker containers %+v (among init containers: %v): want the template's only, where it was (init: %v)", dockers, inInit, tc.init)
+			}
+			if tc.name == "container" && (dockers[0].RestartPolicy != nil || !slices.Equal(dockers[0].Args, []string{"--mtu=1400"})) {
+				t.Errorf("docker %+v: want it as written", dockers[0])
+			}
+			r := spec.Containers[0]
+			if envValue(r, "DOCKER_ENABLED") != "unset" || envValue(r, "DOCKER_HOST") != "unset" || len(spec.Volumes) != 1 {
+				t.Errorf("runner env %+v, volumes %+v: want no docker settings, the state volume only", r.Env, spec.Volumes)
+			}
+		})
 	}
 }

@@ -15,3 +15,21 @@ func RunnerStatus(pod *corev1.Pod) *corev1.ContainerStatus {
 	}
 	return nil
 }
+
+// InitWaiting is the status of the first init container of pod that waits
+// for a reason other than its start: an image that cannot be pulled, a crash
+// loop (the docker sidecar's, or one of the template's). While one does, the
+// runner container waits too, as "PodInitializing", and this is why. nil when
+// none does, or for a nil pod.
+func InitWaiting(pod *corev1.Pod) *corev1.ContainerStatus {
+	if pod == nil {
+		return nil
+	}
+	for i := range pod.Status.InitContainerStatuses {
+		cs := &pod.Status.InitContainerStatuses[i]
+		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+			return cs
+		}
+	}
+	return nil
+}

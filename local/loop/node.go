@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
+	"strings"
 
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/local/fakedocker"
 	"github.com/runnerscaler/runnerscaler/local/ociimage"
 	"github.com/runnerscaler/runnerscaler/local/runnerimage"
 )
@@ -26,6 +30,36 @@ func RunnerImage(ctx context.Context, containerdAddress string, log *slog.Logger
 		return "", err
 	}
 	return img.Ref, nil
+}
+
+// DockerImage builds local/fakedocker's stand-in for dockerd and imports it
+// into the node's containerd at address under the docker sidecar's image name
+// (runnerpod.DockerImage, as containerd names it: docker.io/library/...), so
+// that a pool with dockerEnabled runs there: the real docker:27-dind cannot be
+// pulled (no registry is reachable), and the kubelet, whose pull policy for it
+// is IfNotPresent, finds the stand-in. It replaces an image of that name; the
+// node is the tests' own. A build takes seconds: call it once per process.
+func DockerImage(ctx context.Context, containerdAddress string) error {
+	if strings.ContainsAny(runnerpod.DockerImage, "/@") {
+		return fmt.Errorf("the docker sidecar's image %s is not an official Docker Hub name: normalize it here", runnerpod.DockerImage)
+	}
+	dir, err := os.MkdirTemp("", "dockerd-standin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	module, err := runnerimage.ModuleDir()
+	if err != nil {
+		return err
+	}
+	img, err := fakedocker.BuildImage(ctx, module, dir)
+	if err != nil {
+		return err
+	}
+	if err := ociimage.Import(ctx, containerdAddress, img.Tarball); err != nil {
+		return err
+	}
+	return TagImage(ctx, containerdAddress, img.Ref, "docker.io/library/"+runnerpod.DockerImage)
 }
 
 // TagImage gives the image src, already in the node's containerd at address, the

@@ -16,6 +16,9 @@
 //	/usr/bin/setpriv                local/runnerimage/cmd/setpriv: util-linux setpriv's options the
 //	                                entrypoint uses (Debian's is dynamically linked, busybox's
 //	                                cannot change users)
+//	/usr/bin/docker                 local/fakedocker's stand-in CLI, as runner/Dockerfile installs
+//	                                docker-cli: `docker info` for the entrypoint's wait for the
+//	                                docker sidecar (DOCKER_ENABLED) and for jobs
 //	/etc/passwd, /etc/group         root, and runner (1001:1001), whom the entrypoint runs
 //	                                config.sh, run.sh and so every job step as
 //	/tmp                            mode 1777
@@ -32,7 +35,7 @@
 // only when a download fails), unpacked with `dpkg-deb -x`. The fake runner is
 // built with `go build` (CGO_ENABLED=0, GOOS=linux, this machine's GOARCH), and so
 // are the image's pgrep (Debian builds busybox without it, and procps's is not
-// static) and setpriv.
+// static), setpriv and docker.
 //
 // The image's tag is a hash of everything in it, so a changed entrypoint or fake
 // runner gives a new reference (and pods naming it a new template); a built
@@ -57,6 +60,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/runnerscaler/runnerscaler/local/fakedocker"
 	"github.com/runnerscaler/runnerscaler/local/ociimage"
 )
 
@@ -121,7 +125,7 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 	}
 	defer os.RemoveAll(work)
 
-	opts.Log.Info("building the fake runner, pgrep and setpriv", "goarch", runtime.GOARCH)
+	opts.Log.Info("building the fake runner, pgrep, setpriv and docker", "goarch", runtime.GOARCH)
 	if err := buildCommands(ctx, opts.ModuleDir, work); err != nil {
 		return Image{}, err
 	}
@@ -154,8 +158,8 @@ func Build(ctx context.Context, opts Options) (Image, error) {
 		return Image{}, err
 	}
 	layer := layout(binaries{Bash: bash, Tini: tini, Busybox: busybox, Pgrep: filepath.Join(work, "pgrep"),
-		Setpriv: filepath.Join(work, "setpriv"), FakeRunner: filepath.Join(work, "fakerunner"), Entrypoint: opts.EntrypointPath,
-		Scripts: filepath.Join(opts.ModuleDir, "runner")}, links)
+		Setpriv: filepath.Join(work, "setpriv"), Docker: filepath.Join(work, "fakedocker"), FakeRunner: filepath.Join(work, "fakerunner"),
+		Entrypoint: opts.EntrypointPath, Scripts: filepath.Join(opts.ModuleDir, "runner")}, links)
 	cfg := imageConfig()
 	tag, err := contentHash(layer, cfg)
 	if err != nil {
@@ -185,6 +189,7 @@ type binaries struct {
 	Bash, Tini, Busybox string // the static binaries unpacked from Debian packages
 	Pgrep               string // local/runnerimage/cmd/pgrep built for linux
 	Setpriv             string // local/runnerimage/cmd/setpriv built for linux
+	Docker              string // local/fakedocker/cmd/fakedocker built for linux
 	FakeRunner          string // local/fakerunner/cmd/fakerunner built for linux
 	Entrypoint          string // runner/entrypoint.sh
 	Scripts             string // runner/, where the job hooks and the probe are
@@ -213,6 +218,7 @@ func layout(b binaries, applets []string) ociimage.Layer {
 		ociimage.File{Path: "/usr/bin/env", Mode: fs.ModeSymlink, Link: "../../bin/busybox"}, // #!/usr/bin/env bash
 		ociimage.File{Path: "/usr/bin/pgrep", HostPath: b.Pgrep, Mode: exe},
 		ociimage.File{Path: "/usr/bin/setpriv", HostPath: b.Setpriv, Mode: exe},
+		ociimage.File{Path: "/usr/bin/docker", HostPath: b.Docker, Mode: exe},
 		ociimage.File{Path: Tini, HostPath: b.Tini, Mode: exe},
 		ociimage.File{Path: Entrypoint, HostPath: b.Entrypoint, Mode: exe},
 		ociimage.File{Path: "/etc/passwd", Content: []byte(passwd), Mode: 0o644},
@@ -276,16 +282,16 @@ func contentHash(layer ociimage.Layer, cfg ociimage.Config) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// buildCommands builds local/fakerunner/cmd/fakerunner, local/runnerimage/cmd/pgrep
-// and local/runnerimage/cmd/setpriv into dir, static, for linux and this machine's
-// architecture.
+// buildCommands builds local/fakerunner/cmd/fakerunner, local/runnerimage/cmd/pgrep,
+// local/runnerimage/cmd/setpriv and local/fakedocker/cmd/fakedocker into dir,
+// static, for linux and this machine's architecture.
 func buildCommands(ctx context.Context, moduleDir, dir string) error {
 	cmd := exec.CommandContext(ctx, goCommand(), "build", "-trimpath", "-ldflags=-s -w", "-o", dir+string(filepath.Separator),
-		"./local/fakerunner/cmd/fakerunner", "./local/runnerimage/cmd/pgrep", "./local/runnerimage/cmd/setpriv")
+		"./local/fakerunner/cmd/fakerunner", "./local/runnerimage/cmd/pgrep", "./local/runnerimage/cmd/setpriv", fakedocker.Package)
 	cmd.Dir = moduleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if raw, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the fake runner, pgrep and setpriv: %w: %s", err, bytes.TrimSpace(raw))
+		return fmt.Errorf("building the fake runner, pgrep, setpriv and docker: %w: %s", err, bytes.TrimSpace(raw))
 	}
 	return nil
 }
@@ -340,7 +346,7 @@ func (o *Options) defaults() error {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.ModuleDir == "" {
-		dir, err := moduleDir()
+		dir, err := ModuleDir()
 		if err != nil {
 			return err
 		}
@@ -359,9 +365,9 @@ func (o *Options) defaults() error {
 	return nil
 }
 
-// moduleDir is the nearest directory, from the working directory up, with go.mod
-// and runner/entrypoint.sh.
-func moduleDir() (string, error) {
+// ModuleDir is this Go module's root: the nearest directory, from the working
+// directory up, with go.mod and runner/entrypoint.sh.
+func ModuleDir() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -123,6 +123,7 @@ func TestImageContent(t *testing.T) {
 	}
 	want["/usr/bin/pgrep"] = entry{typ: tar.TypeReg, mode: 0o755}
 	want["/usr/bin/setpriv"] = entry{typ: tar.TypeReg, mode: 0o755}
+	want["/usr/bin/docker"] = entry{typ: tar.TypeReg, mode: 0o755} // local/fakedocker's CLI
 	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod", "chown", "base64"} {
 		want["/bin/"+a] = entry{typ: tar.TypeSymlink, mode: 0o777, link: "busybox"}
 	}

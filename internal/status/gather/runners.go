@@ -83,8 +83,10 @@ func describe(sts *appsv1.StatefulSet, pod *corev1.Pod) status.Runner {
 }
 
 // podReason is why a pod is not running, as its status says: the scheduler's
-// condition, or the runner container's waiting state (an image that cannot be
-// pulled, a crash loop, a bad configuration); "" while it is simply starting.
+// condition, an init container's waiting state (the docker sidecar's image that
+// cannot be pulled: the runner container then waits as "PodInitializing"), or
+// the runner container's (an image that cannot be pulled, a crash loop, a bad
+// configuration); "" while it is simply starting.
 func podReason(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
 	if pod == nil {
 		return ""
@@ -93,6 +95,9 @@ func podReason(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
 			return join(c.Reason, c.Message)
 		}
+	}
+	if ic := runnerpod.InitWaiting(pod); ic != nil {
+		return join(ic.Name+" container: "+ic.State.Waiting.Reason, ic.State.Waiting.Message)
 	}
 	if cs == nil || cs.State.Waiting == nil {
 		return ""

@@ -31,6 +31,11 @@ func TestDescribe(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{Time: created}
 	registered := withStatus(corev1.PodRunning, corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, readyCond)
 	registered.Annotations = map[string]string{runnerpod.AnnotationRunnerID: "77"}
+	// The docker sidecar (a native sidecar) cannot start: the runner container
+	// waits behind it.
+	sidecarWaiting := withStatus(corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}})
+	sidecarWaiting.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "docker", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason: "ImagePullBackOff", Message: `Back-off pulling image "docker:27-dind"`}}}}
 	cases := []struct {
 		name          string
 		sts           *appsv1.StatefulSet
@@ -46,6 +51,8 @@ func TestDescribe(t *testing.T) {
 		{"exited", sts(nil), withStatus(corev1.PodRunning, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}), status.PhaseCompleted, "", 0},
 		{"image cannot be pulled", sts(nil), withStatus(corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 			Reason: "ImagePullBackOff", Message: "Back-off pulling image"}}), status.PhasePending, "ImagePullBackOff: Back-off pulling image", 0},
+		{"docker sidecar's image cannot be pulled", sts(nil), sidecarWaiting, status.PhasePending,
+			`docker container: ImagePullBackOff: Back-off pulling image "docker:27-dind"`, 0},
 		{"creating", sts(nil), withStatus(corev1.PodPending, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}),
 			status.PhasePending, "", 0},
 		{"unschedulable", sts(nil), withStatus(corev1.PodPending, corev1.ContainerState{}, corev1.PodCondition{Type: corev1.PodScheduled,
