@@ -9,11 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
 // stuckReason says why a runner that is not running is held up, from what the
-// sweep already read: the pod's scheduling condition, the runner container's
-// waiting or last termination state. A runner with no pod gets its reason from
+// sweep already read: the pod's scheduling condition, an init container that
+// waits (the docker sidecar's image pull), the runner container's waiting or
+// last termination state. A runner with no pod gets its reason from
 // the StatefulSet controller's events (one list call, only for such runners).
 // "" when nothing is wrong that the status shows (the pod is simply starting).
 func (r *Reconciler) stuckReason(ctx context.Context, rn *runner) string {
@@ -25,6 +28,11 @@ func (r *Reconciler) stuckReason(ctx context.Context, rn *runner) string {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason != "" {
 			return join(c.Reason, c.Message)
 		}
+	}
+	if ic := runnerpod.InitWaiting(pod); ic != nil {
+		// An init container (the docker sidecar's image pull, say) holds the
+		// runner container back: it reports only PodInitializing.
+		return join(ic.State.Waiting.Reason, ic.Name+": "+ic.State.Waiting.Message)
 	}
 	cs := runnerStatus(pod)
 	if cs == nil {
