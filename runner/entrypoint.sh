@@ -6,8 +6,15 @@
 #   ACTIONS_RUNNER_INPUT_JITCONFIG  just-in-time config from the sweeper (ephemeral pools): written
 #                                   into the runner's files (.runner, .credentials*), as run.sh would
 #                                   do itself, before run.sh starts; nothing to configure
-#   RUNNER_TOKEN                    registration token: config.sh registers the runner first
-# With RUNNER_TOKEN:
+#   RUNNER_TOKEN_FILE               a file holding the registration token (the sweeper mounts the
+#                                   runner's Secret inside RUNNER_STATE_DIR): config.sh registers the
+#                                   runner first. Read only when config.sh runs, and only by the
+#                                   process that becomes config.sh; the file may be gone later (see
+#                                   "Restarts")
+#   RUNNER_TOKEN                    the registration token itself, for running the image by hand: a
+#                                   variable the container starts with stays in /proc/1/environ for
+#                                   its life, readable by root and by the container's user
+# With RUNNER_TOKEN_FILE or RUNNER_TOKEN:
 #   RUNNER_ENTERPRISE | RUNNER_ORG | RUNNER_REPO (owner/name)  exactly one: the runner's scope
 #   GITHUB_URL        https://github.com (default) or your GHES URL
 #   RUNNER_NAME       default: the host (pod) name
@@ -46,10 +53,13 @@
 #
 # Credentials. Job steps run as the user run.sh runs as. Started as root, the
 # entrypoint (and tini) keep root, and config.sh and run.sh run as RUNNER_USER: a
-# job step cannot read a root process's /proc/PID/environ or memory, so the
-# registration token and the JIT config in this container's environment stay out
-# of its reach. The token is given to config.sh alone, which exits before any job
-# can start; run.sh's environment has neither credential. The JIT config is turned
+# job step cannot read a root process's /proc/PID/environ or memory, so the JIT
+# config in this container's environment stays out of its reach. The registration
+# token is in no process's environment but config.sh's: read from
+# RUNNER_TOKEN_FILE by the subshell that then becomes config.sh, which exits
+# before any job can start; the file is in the state directory, root's alone; and
+# the sweeper removes it from the runner's Secret once GitHub lists the runner.
+# run.sh's environment has neither credential. The JIT config is turned
 # into the runner's files, which grant this runner's own identity and nothing
 # more — every actions/runner job can read its runner's .credentials. The state
 # directory (the run-once marker, a kept registration) is root's alone, so a job
@@ -66,8 +76,11 @@
 #     container terminated or restarted, asks GitHub to remove the runner (204 or
 #     404), and only then deletes the pod;
 #   - a persistent runner keeps its registration (.runner, .credentials*) there and
-#     a restarted container resumes it instead of registering again (the token in
-#     RUNNER_TOKEN may have expired since).
+#     a restarted container resumes it instead of registering again (the token may
+#     have expired since, or been removed: the sweeper removes it from the runner's
+#     Secret once the runner registered, and RUNNER_TOKEN_FILE is then gone).
+# Neither needs the token again; only a container with no run to remember and no
+# registration to resume does.
 #
 # Jobs. run.sh gets ACTIONS_RUNNER_HOOK_JOB_STARTED and _COMPLETED naming our hooks,
 # which actions/runner runs inside each job, as the runner user: the started hook
@@ -113,10 +126,12 @@ job_dir_ready=false
 held_worker=''
 
 # The credentials live in these unexported variables from here on: a child process
-# gets one only where it is passed explicitly (config.sh's token).
+# gets one only where it is passed explicitly (config.sh's token). The token's file
+# is read only by configure.
 jit_config=${ACTIONS_RUNNER_INPUT_JITCONFIG:-}
 token=${RUNNER_TOKEN:-}
-unset RUNNER_TOKEN
+token_file=${RUNNER_TOKEN_FILE:-}
+unset RUNNER_TOKEN RUNNER_TOKEN_FILE
 for var in "${!ACTIONS_RUNNER_INPUT_@}"; do unset "$var"; done
 
 # as_root: the entrypoint can keep the credentials from the jobs (see "Credentials").
@@ -151,13 +166,15 @@ not_started() {
 validate() {
 	[[ $grace =~ ^[0-9]+$ ]] || die "RUNNER_GRACEFUL_STOP_TIMEOUT must be a number of seconds, got '${grace}'"
 	[[ $settle_ms =~ ^[0-9]+$ ]] || die "RUNNER_STOP_SETTLE_MS must be a number of milliseconds, got '${settle_ms}'"
-	if [[ -n $jit_config && -n $token ]]; then
-		die "both ACTIONS_RUNNER_INPUT_JITCONFIG and RUNNER_TOKEN are set; set only one"
-	fi
+	local given=0 var
+	for var in jit_config token token_file; do
+		[[ -n ${!var} ]] && given=$((given + 1))
+	done
+	((given <= 1)) || die "more than one of ACTIONS_RUNNER_INPUT_JITCONFIG, RUNNER_TOKEN_FILE and RUNNER_TOKEN is set; set only one"
+	((given == 1)) || die "no credentials: set ACTIONS_RUNNER_INPUT_JITCONFIG, RUNNER_TOKEN_FILE or RUNNER_TOKEN"
 	if [[ -n $jit_config ]]; then
 		return
 	fi
-	[[ -n $token ]] || die "no credentials: set ACTIONS_RUNNER_INPUT_JITCONFIG or RUNNER_TOKEN"
 	local scopes=0
 	[[ -n ${RUNNER_ENTERPRISE:-} ]] && scopes=$((scopes + 1))
 	[[ -n ${RUNNER_ORG:-} ]] && scopes=$((scopes + 1))
@@ -174,7 +191,7 @@ validate() {
 # warning, since every job step can then read the credentials.
 setup_user() {
 	if ! $as_root; then
-		log "WARNING: the container runs as uid ${EUID}, not root: config.sh, run.sh and every job step run as this same user and can read the runner's credentials (the registration token or JIT config, in /proc/1/environ). Let the runner container start as root (the sweeper sets runAsUser: 0 unless the pool's template sets a user) and the entrypoint keeps them from the jobs."
+		log "WARNING: the container runs as uid ${EUID}, not root: config.sh, run.sh and every job step run as this same user and can read the runner's credentials (the registration token's file until the sweeper removes it, a JIT config in /proc/1/environ). Let the runner container start as root (the sweeper sets runAsUser: 0 unless the pool's template sets a user) and the entrypoint keeps them from the jobs."
 		return
 	fi
 	local user=${RUNNER_USER:-runner} name='' uid='' gid='' home='' groups=--clear-groups _pw _gecos _shell
@@ -257,11 +274,20 @@ configure() {
 	[[ -n ${RUNNER_LABELS:-} ]] && args+=(--labels "${RUNNER_LABELS}")
 	[[ -n ${RUNNER_GROUP:-} ]] && args+=(--runnergroup "${RUNNER_GROUP}")
 	[[ ${RUNNER_EPHEMERAL:-true} == true ]] && args+=(--ephemeral)
-	log "configuring runner: config.sh ${args[*]} (token from the environment)"
-	# The token is in config.sh's environment only; config.sh exits before run.sh starts.
+	if [[ -n $token_file && ! -s $token_file ]]; then
+		die "no registration token in ${token_file}, and no registration to resume${state_dir:+ in ${state_dir}}: the sweeper removes the token from the runner's Secret once GitHub lists the runner, after which only a container that kept its registration (or its run marker) starts again"
+	fi
+	log "configuring runner: config.sh ${args[*]} (token from ${token_file:-the environment})"
+	# The token is in config.sh's environment only; config.sh exits before run.sh
+	# starts. From a file, it is read by this subshell, which then becomes config.sh
+	# (exec): the entrypoint, which lives on, never holds it.
 	local rc=0
 	watch_refusals
-	ACTIONS_RUNNER_INPUT_TOKEN=$token "${drop[@]}" "${RUNNER_HOME}/config.sh" "${args[@]}" 2>&"$refusal_fd" || rc=$?
+	(
+		[[ -z $token_file ]] || token=$(<"$token_file")
+		ACTIONS_RUNNER_INPUT_TOKEN=$token exec "${drop[@]}" "${RUNNER_HOME}/config.sh" "${args[@]}"
+	) 2>&"$refusal_fd" || rc=$?
+	token=''
 	refusals_read
 	return "$rc"
 }

@@ -372,6 +372,8 @@ func TestBadConfiguration(t *testing.T) {
 	}{
 		{"no credentials", []string{"RUNNER_ORG=acme"}, "no credentials"},
 		{"two credentials", []string{"RUNNER_TOKEN=" + secret, "ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "RUNNER_ORG=a"}, "set only one"},
+		{"token and its file", []string{"RUNNER_TOKEN=" + secret, "RUNNER_TOKEN_FILE=/run/token", "RUNNER_ORG=a"}, "set only one"},
+		{"token file, no scope", []string{"RUNNER_TOKEN_FILE=/run/token"}, "exactly one of RUNNER_ENTERPRISE, RUNNER_ORG, RUNNER_REPO (got 0)"},
 		{"no scope", []string{"RUNNER_TOKEN=" + secret}, "exactly one of RUNNER_ENTERPRISE, RUNNER_ORG, RUNNER_REPO (got 0)"},
 		{"two scopes", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_REPO=a/b"}, "(got 2)"},
 		{"bad ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=a", "RUNNER_EPHEMERAL=yes"}, "RUNNER_EPHEMERAL must be true or false"},
@@ -819,4 +821,139 @@ func TestVersionRefusalIsTheTerminationMessage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tokenFile lays out a state directory as the kubelet makes it for a token
+// runner: an emptyDir (mode 0777) with the runner's Secret mounted in it
+// (registration/token, 0444, as the sweeper asks). It returns the state
+// directory and the token's file.
+func tokenFile(t *testing.T) (state, file string) {
+	t.Helper()
+	state = t.TempDir()
+	if err := os.Chmod(state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(state, "registration")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte(secret), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return state, file
+}
+
+// environs returns the environment of every process of the run's process group
+// (the container's processes: the entrypoint, run.sh and what it started), by pid.
+func (r *run) environs(t *testing.T) map[string]string {
+	t.Helper()
+	pids, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, dir := range pids {
+		pid := filepath.Base(dir)
+		var n int
+		if _, err := fmt.Sscan(pid, &n); err != nil {
+			continue
+		}
+		if pgid, err := syscall.Getpgid(n); err != nil || pgid != r.cmd.Process.Pid {
+			continue
+		}
+		if environ, err := os.ReadFile(filepath.Join(dir, "environ")); err == nil {
+			out[pid] = string(environ)
+		}
+	}
+	return out
+}
+
+// TestTokenFromAFile: given RUNNER_TOKEN_FILE (the runner's Secret, mounted in
+// the state directory), the entrypoint gives the token to config.sh alone: no
+// process of the container — the entrypoint, run.sh, a job — has it in its
+// environment, which root (what docker gives a job) could read from
+// /proc/PID/environ for the process's life; run.sh (and so every job step) cannot
+// open the file, inside the state directory the entrypoint made root's alone.
+func TestTokenFromAFile(t *testing.T) {
+	t.Parallel()
+	for _, ephemeral := range []string{"true", "false"} {
+		t.Run("ephemeral="+ephemeral, func(t *testing.T) {
+			t.Parallel()
+			state, file := tokenFile(t)
+			r := start(t, "RUNNER_TOKEN_FILE="+file, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL="+ephemeral, "RUNNER_STATE_DIR="+state, "STUB_RUN=idle")
+			r.waitFor(t, "events", "idle")
+			environs := r.environs(t)
+			if len(environs) < 2 {
+				t.Fatalf("environments of %v: want the entrypoint's and run.sh's at least", environs)
+			}
+			for pid, environ := range environs {
+				if strings.Contains(environ, secret) {
+					t.Errorf("process %s has the token in its environment", pid)
+				}
+			}
+			_ = r.cmd.Process.Signal(syscall.SIGTERM)
+			if rc := r.wait(t); rc != 143 {
+				t.Fatalf("exit %d; output:\n%s", rc, r.out)
+			}
+			if cfg := r.file("config.log"); !strings.Contains(cfg, "token:"+secret+"\n") || !strings.Contains(cfg, "args:--unattended") {
+				t.Fatalf("config.sh got:\n%s\nwant the token in ACTIONS_RUNNER_INPUT_TOKEN; output:\n%s", cfg, r.out)
+			}
+			r.mustBeRunner(t, "config.log")
+			r.mustBeRunner(t, "run.log")
+			if log := r.file("run.log"); strings.Contains(log, "state") || !strings.Contains(log, "token:\n") {
+				t.Fatalf("run.sh reached the state directory or a token: %s", log)
+			}
+			if strings.Contains(r.file("run.env"), "RUNNER_TOKEN") {
+				t.Fatalf("run.sh's environment names the token:\n%s", r.file("run.env"))
+			}
+			r.mustNotLeak(t, secret)
+			if !strings.Contains(r.out.String(), "(token from "+file+")") {
+				t.Fatalf("the output does not say where the token came from:\n%s", r.out)
+			}
+		})
+	}
+}
+
+// TestRestartAfterTheTokenWasRemoved: once the runner registered, the sweeper
+// removes the token from its Secret and the kubelet the file. A restarted
+// container needs none: an ephemeral runner exits on its run marker (0, as its
+// run did), a persistent one resumes the registration it kept. A new pod with
+// neither, and no token, fails saying why, and never runs config.sh.
+func TestRestartAfterTheTokenWasRemoved(t *testing.T) {
+	t.Parallel()
+	for _, ephemeral := range []string{"true", "false"} {
+		t.Run("ephemeral="+ephemeral, func(t *testing.T) {
+			t.Parallel()
+			state, file := tokenFile(t)
+			env := []string{"RUNNER_TOKEN_FILE=" + file, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=" + ephemeral, "RUNNER_STATE_DIR=" + state}
+			first := start(t, env...)
+			if rc := first.wait(t); rc != 0 || !strings.Contains(first.file("config.log"), "token:"+secret) {
+				t.Fatalf("first run: exit %d, config %q; output:\n%s", rc, first.file("config.log"), first.out)
+			}
+			if err := os.Remove(file); err != nil { // the kubelet, after the sweeper removed the key
+				t.Fatal(err)
+			}
+			again := start(t, env...)
+			if rc := again.wait(t); rc != 0 || again.file("config.log") != "" {
+				t.Fatalf("restart: exit %d, config %q; want 0 without config.sh; output:\n%s", rc, again.file("config.log"), again.out)
+			}
+			if ran := again.file("run.log") != ""; ran == (ephemeral == "true") {
+				t.Fatalf("restart: run.sh ran: %v; want it resumed only when persistent; output:\n%s", ran, again.out)
+			}
+		})
+	}
+	t.Run("new pod", func(t *testing.T) {
+		t.Parallel()
+		state, file := tokenFile(t)
+		if err := os.Remove(file); err != nil {
+			t.Fatal(err)
+		}
+		r := start(t, "RUNNER_TOKEN_FILE="+file, "RUNNER_ORG=acme", "RUNNER_EPHEMERAL=false", "RUNNER_STATE_DIR="+state)
+		if rc := r.wait(t); rc != 1 || !strings.Contains(r.out.String(), "no registration token in "+file) ||
+			r.file("config.log") != "" || r.file("run.log") != "" {
+			t.Fatalf("exit %d, config %q, run %q; want 1, saying there is no token, and nothing run; output:\n%s",
+				rc, r.file("config.log"), r.file("run.log"), r.out)
+		}
+	})
 }

@@ -32,9 +32,9 @@ import (
 // maliciousStep is a job step that tries what a hostile pull request would to
 // get the runner's credentials or to make its container run again: every
 // process's environment and command line, its own environment, the state
-// directory (the run-once marker, a kept registration), a service account
-// token, the runner's home. Each attempt that succeeds where it must not prints
-// a line with "BREACH".
+// directory (the run-once marker, a kept registration, the registration
+// token's file), a service account token, the runner's home. Each attempt that
+// succeeds where it must not prints a line with "BREACH".
 const maliciousStep = `
 echo "== id: $(id)"
 echo "== own environment"; env
@@ -44,7 +44,7 @@ echo "== every process's command line"
 for f in /proc/[0-9]*/cmdline; do echo "-- $f: $(tr '\0' ' ' <"$f")"; done 2>&1
 echo "== state directory"
 ls -la /runner-state && echo "BREACH: listed the state directory"
-for f in ran .runner .credentials .credentials_rsaparams; do cat "/runner-state/$f" && echo "BREACH: read /runner-state/$f"; done
+for f in ran .runner .credentials .credentials_rsaparams registration/token; do cat "/runner-state/$f" && echo "BREACH: read /runner-state/$f"; done
 rm /runner-state/ran && echo "BREACH: removed the marker"
 echo again >>/runner-state/ran && echo "BREACH: wrote the marker"
 echo '{}' >/runner-state/.runner && echo "BREACH: replaced the kept registration"

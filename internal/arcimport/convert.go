@@ -150,6 +150,7 @@ type draft struct {
 	labels                                      []string
 	arch                                        string
 	ephemeral                                   *bool
+	tokenReadable                               bool // allowJobsToReadRegistrationToken (token.go)
 	min                                         int
 	max                                         *int
 	trigger                                     *omap

@@ -16,6 +16,7 @@ import (
 func (c *converter) finish(d *object, dr *draft) {
 	dr.labels = c.labels(d, dr)
 	c.docker(d, dr)
+	c.registrationToken(d, dr)
 	c.namespace(d, dr)
 	c.runnerImage(d, dr)
 	c.terminationGrace(d, dr)

@@ -59,6 +59,9 @@ func (dr *draft) node() *yaml.Node {
 	if dr.ephemeral != nil {
 		p.set("ephemeral", boolean(*dr.ephemeral))
 	}
+	if dr.tokenReadable {
+		p.set("allowJobsToReadRegistrationToken", boolean(true))
+	}
 	p.set("minReplicas", num(dr.min))
 	p.set("maxReplicas", num(*dr.max))
 	if dr.trigger != nil && !dr.trigger.empty() {

@@ -61,7 +61,18 @@ type Pool struct {
 	// RegistrationToken (one registration token per scope; required for
 	// persistent pools). See UsesToken.
 	Registration string `yaml:"registration"`
-	MinReplicas  int    `yaml:"minReplicas"`
+	// AllowJobsToReadRegistrationToken accepts that the pool's jobs can read its
+	// registration token, which registers runners of any name and labels in the
+	// pool's scope for up to an hour — runners that are then handed other
+	// repositories' jobs and their secrets. A pool that uses the token
+	// (persistent, or registration: token) needs it together with docker, a
+	// template that sets a user, a service account token, privilege escalation or
+	// hostPID; a pool with JIT configs may not set it.
+	//
+	// The pool's settings are checked in tokenexposure.go, the template's by
+	// package runnerpod (TokenReadable).
+	AllowJobsToReadRegistrationToken bool `yaml:"allowJobsToReadRegistrationToken"`
+	MinReplicas                      int  `yaml:"minReplicas"`
 	// MaxReplicas is required: an autoscaler with no ceiling is a bill with no ceiling.
 	MaxReplicas                        *int                `yaml:"maxReplicas"`
 	ScaleUpTriggers                    []ScaleUpTrigger    `yaml:"scaleUpTriggers"`
@@ -293,8 +304,8 @@ func troubledFields(decoded []*Problem, prefix string) func(field string) bool {
 
 // validate runs the pool's checks; each error begins with the field's path (FieldOf).
 func (p *Pool) validate() []error {
-	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateReplicas,
-		p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
+	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateTokenExposure,
+		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
 	var errs []error
 	for _, check := range checks {
 		if err := check(); err != nil {

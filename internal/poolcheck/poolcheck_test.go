@@ -109,3 +109,45 @@ func TestExamplesPass(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckPlacesTheTokenRefusals: `runnerscaler validate` refuses a pool that
+// uses the registration token with a setting that lets its jobs read it — the
+// pool's docker setting (package pool's check) and the template's user (the
+// sweeper's check of the template) — each at its field, and names the opt-in;
+// with allowJobsToReadRegistrationToken the file passes.
+func TestCheckPlacesTheTokenRefusals(t *testing.T) {
+	t.Parallel()
+	const file = `pools:
+  - name: builds
+    organization: acme
+    ephemeral: false
+    maxReplicas: 2
+    kubernetes:
+      namespace: ns
+      dockerEnabled: true
+      template:
+        spec:
+          containers:
+            - name: runner
+              image: runner:1
+              securityContext: {runAsUser: 1001}
+`
+	problems := poolcheck.Check([]byte(file))
+	got := positions(problems)
+	for _, want := range []string{
+		"8:7: pools[0] (builds): kubernetes.dockerEnabled: a job that uses docker runs privileged containers, which are root on the node, " +
+			"so the pool's jobs can read the registration token",
+		"14:33: pools[0] (builds): kubernetes.template.spec.containers[0].securityContext.runAsUser: every job step runs as the entrypoint's own user",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems:\n%s\nwant one beginning %q", got, want)
+		}
+	}
+	if len(problems) != 2 || strings.Count(got, "or accept the risk with allowJobsToReadRegistrationToken: true") != 2 {
+		t.Errorf("problems:\n%s\nwant two, each naming the opt-in", got)
+	}
+	accepted := strings.Replace(file, "    ephemeral: false\n", "    ephemeral: false\n    allowJobsToReadRegistrationToken: true\n", 1)
+	if problems := poolcheck.Check([]byte(accepted)); len(problems) > 0 {
+		t.Errorf("with the opt-in:\n%s", positions(problems))
+	}
+}

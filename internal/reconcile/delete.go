@@ -162,10 +162,16 @@ func orphans(pods []corev1.Pod, stss []appsv1.StatefulSet) []*corev1.Pod {
 }
 
 // finishOrphans finishes pods that carry our finalizer but have no StatefulSet:
-// each goes through the graceful stop like any runner (its runner id from the
-// pod's annotations — registered, or the JIT id its StatefulSet gave it — else by
-// name in the scope's list), and loses our finalizer only once GitHub released
-// its runner or it never registered; then its runner's Secret goes (deleteSecret).
+// each goes through the graceful stop like any runner and loses our finalizer
+// only once GitHub released its runner or it never registered; then its
+// runner's Secret goes. The runner is the one the pod's own name says (which
+// no other pod of the namespace can have), never one a label of the pod names:
+// anyone who can create a pod can label it, and a runner id it records counts
+// only if GitHub lists that id under the pod's own name (stop.owned). So a pod
+// that claims another runner touches neither that runner on GitHub nor its
+// Secret, which is deleted only when it is owned by nothing but the
+// StatefulSet the pod names as its controller (or, once the garbage collector
+// has removed both owner references, --cascade=orphan, by nothing).
 func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
 	var errs []error
 	for _, pod := range s.orphans {
@@ -198,17 +204,19 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 		}
 	}
 	s.log.Info("released a runner pod whose statefulset is gone", "pod", rn.pod.Name)
-	r.deleteSecret(ctx, s, rn.name(), "")
+	var owner types.UID
+	if ref := metav1.GetControllerOf(rn.pod); ref != nil {
+		owner = ref.UID
+	}
+	r.deleteSecret(ctx, s, rn.name(), owner)
 	return nil
 }
 
-// orphanRunner stands in for the orphan's gone StatefulSet: its name, the runner
-// id the JIT config gave it (kept on the pod), and an unregistration request.
+// orphanRunner stands in for the orphan's gone StatefulSet: its name (from the
+// pod's own name), the runner id the JIT config gave it (kept on the pod, and
+// checked against GitHub's name for it before any call), and an
+// unregistration request.
 func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
-	name := pod.Labels[runnerpod.LabelRunner]
-	if name == "" {
-		name = runnername.FromPod(pod.Name)
-	}
 	requested := pod.Annotations[runnerpod.AnnotationUnregistrationRequest]
 	if requested == "" {
 		requested = stamp(now)
@@ -218,6 +226,6 @@ func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
 	if id := pod.Annotations[runnerpod.AnnotationJITRunnerID]; id != "" {
 		annotations[runnerpod.AnnotationRunnerID] = id
 	}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pod.Namespace, Annotations: annotations}}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: runnername.FromPod(pod.Name), Namespace: pod.Namespace, Annotations: annotations}}
 	return &runner{sts: sts, pod: pod, phase: Terminating}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -97,3 +98,52 @@ func TestForgedPodIDStripsNoOtherRunnersLabels(t *testing.T) {
 }
 
 const labelsCall = "DELETE /orgs/{org}/actions/runners/{runner_id}/labels"
+
+// TestForgedOrphanPodTouchesNoOtherRunner: anyone who can create pods in a
+// runner namespace makes a Pending pod with this deployment's marks, our
+// finalizer, no owner, a label naming a live runner of the deployment and that
+// runner's id. The sweeper finishes it as an orphan named by its own name: no
+// GitHub call is made about the victim, and the victim's Secret stays.
+func TestForgedOrphanPodTouchesNoOtherRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	victimName := e.statefulSets()[0]
+	victim := e.start(victimName)
+	e.mustSweep(1, time.Time{})
+	real := e.pod(victimName + "-0")
+	forged := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "evil-0", Namespace: e.ns, Labels: map[string]string{}, Annotations: map[string]string{},
+			Finalizers: []string{runnerpod.Finalizer}},
+		Spec: *real.Spec.DeepCopy(),
+	}
+	forged.Spec.NodeName = ""
+	for k, v := range real.Labels {
+		forged.Labels[k] = v
+	}
+	for k, v := range real.Annotations {
+		forged.Annotations[k] = v
+	}
+	forged.Labels[runnerpod.LabelRunner] = victimName
+	forged.Annotations[runnerpod.AnnotationJITRunnerID] = idString(victim.ID)
+	forged.Annotations[runnerpod.AnnotationRunnerID] = idString(victim.ID)
+	if _, err := e.raw.CoreV1().Pods(e.ns).Create(t.Context(), forged, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e.clock.Step(time.Minute)
+		e.mustSweep(1, time.Time{})
+	}
+	if _, ok := e.sim.Runner(victim.ID); !ok {
+		t.Fatal("the runner the forged pod named was removed from GitHub")
+	}
+	if n := e.sim.Calls()[removeCall] + e.sim.Calls()[labelsCall]; n != 0 {
+		t.Fatalf("%d RemoveRunner or label calls, want none", n)
+	}
+	if _, err := e.raw.CoreV1().Secrets(e.ns).Get(t.Context(), victimName, metav1.GetOptions{}); err != nil {
+		t.Fatalf("the victim's Secret: %v, want it kept", err)
+	}
+	if !slices.Equal(e.statefulSets(), []string{victimName}) {
+		t.Fatalf("statefulsets %v, want the victim's kept", e.statefulSets())
+	}
+}

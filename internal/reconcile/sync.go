@@ -62,6 +62,7 @@ func (r *Reconciler) stopOne(ctx context.Context, s *sweep, rn *runner) error {
 // a container that restarts before registering does not crash-loop on an expired
 // token.
 func (r *Reconciler) register(ctx context.Context, s *sweep) error {
+	defer r.clearTokens(ctx, s) // the registered runners' tokens, this sweep's too (token.go)
 	for _, rn := range s.runners {
 		if rn.marked() || rn.registered() || rn.pod == nil || rn.pod.DeletionTimestamp != nil {
 			continue

@@ -38,6 +38,7 @@ var disruptionAnnotations = []string{AnnotationDoNotDisrupt, AnnotationSafeToEvi
 // A template's value would come after the runnerscaler's and win.
 var ownedEnv = map[string]string{
 	"RUNNER_TOKEN":          "the runner's credentials",
+	"RUNNER_TOKEN_FILE":     "the runner's credentials",
 	"RUNNER_NAME":           "set from the runner's pod name, which the sweeper looks the runner up by",
 	"GITHUB_URL":            "set from the deployment",
 	"RUNNER_LABELS":         "set from the pool's labels",
@@ -117,6 +118,9 @@ func ownedVolumes(tmpl corev1.PodTemplateSpec) error {
 		if v.Name == StateVolume {
 			return fmt.Errorf("spec.volumes[%d].name: %q is the runner's state volume, added by the runnerscaler", i, v.Name)
 		}
+		if v.Name == TokenVolume {
+			return fmt.Errorf("spec.volumes[%d].name: %q is the runner's registration token, mounted by the runnerscaler", i, v.Name)
+		}
 	}
 	for _, list := range []struct {
 		field      string
@@ -124,8 +128,8 @@ func ownedVolumes(tmpl corev1.PodTemplateSpec) error {
 	}{{"spec.containers", spec.Containers}, {"spec.initContainers", spec.InitContainers}} {
 		for i, c := range list.containers {
 			for j, m := range c.VolumeMounts {
-				if m.Name == StateVolume {
-					return fmt.Errorf("%s[%d].volumeMounts[%d].name: %q: the runner's state volume is the runner container's alone", list.field, i, j, m.Name)
+				if m.Name == StateVolume || m.Name == TokenVolume {
+					return fmt.Errorf("%s[%d].volumeMounts[%d].name: %q: the runner's state volume and registration token are the runner container's alone", list.field, i, j, m.Name)
 				}
 			}
 		}
@@ -168,11 +172,11 @@ func ownedPaths(tmpl corev1.PodTemplateSpec) error {
 	return nil
 }
 
-// ownedClaims: no volume claim template takes the state volume's name.
+// ownedClaims: no volume claim template takes the state volume's or the token's name.
 func ownedClaims(claims []corev1.PersistentVolumeClaim) error {
 	for i, c := range claims {
-		if c.Name == StateVolume {
-			return fmt.Errorf("kubernetes.volumeClaimTemplates[%d].metadata.name: %q is the runner's state volume, added by the runnerscaler", i, c.Name)
+		if c.Name == StateVolume || c.Name == TokenVolume {
+			return fmt.Errorf("kubernetes.volumeClaimTemplates[%d].metadata.name: %q is the runner's state volume or registration token, added by the runnerscaler", i, c.Name)
 		}
 	}
 	return nil

@@ -65,8 +65,10 @@ const (
 	LabelTemplateHash = "runnerscaler.dev/template-hash"
 
 	AnnotationSyncTime = "runnerscaler.dev/sync-time"
-	// AnnotationTokenExpiresAt (persistent runners): when the registration token in
-	// the runner's Secret expires; the sweeper refreshes it until the runner registers.
+	// AnnotationTokenExpiresAt (token runners): when the registration token in
+	// the runner's Secret expires; the sweeper refreshes it until the runner
+	// registers, then removes the token and this annotation (its absence: the
+	// Secret holds no token).
 	AnnotationTokenExpiresAt            = "runnerscaler.dev/token-expires-at"
 	AnnotationRunnerID                  = "actions-runner/id"
 	AnnotationUnregistrationRequest     = "actions-runner/unregistration-request-timestamp"
@@ -409,6 +411,9 @@ func StatefulSet(s Spec) *appsv1.StatefulSet {
 	i := runnerIndex(tmpl.Spec.Containers)
 	tmpl.Spec.Containers[i].Env = append(runnerEnv(s), tmpl.Spec.Containers[i].Env...)
 	addState(&tmpl.Spec, i)
+	if s.Creds.JITConfig == "" {
+		addTokenFile(&tmpl.Spec, i, s.Name)
+	}
 	tmpl.Spec.Containers[i].ReadinessProbe = JobProbe()
 	annotations := merge(record(p, s.Deployment), map[string]string{AnnotationSyncTime: s.Now.UTC().Format(time.RFC3339)})
 	if s.Creds.RunnerID != 0 {
@@ -495,12 +500,11 @@ func runnerEnv(s Spec) []corev1.EnvVar {
 	default:
 		env = append(env, corev1.EnvVar{Name: "RUNNER_REPO", Value: sc.Repository})
 	}
-	key, name := SecretToken, "RUNNER_TOKEN"
-	if s.Creds.JITConfig != "" {
-		key, name = SecretJITConfig, "ACTIONS_RUNNER_INPUT_JITCONFIG"
+	if s.Creds.JITConfig == "" {
+		return env // the registration token comes as a file (addTokenFile)
 	}
-	return append(env, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: key}}})
+	return append(env, corev1.EnvVar{Name: "ACTIONS_RUNNER_INPUT_JITCONFIG", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: s.Name}, Key: SecretJITConfig}}})
 }
 
 func merge(a, b map[string]string) map[string]string {
@@ -546,6 +550,9 @@ func ValidatePool(p *pool.Pool) error {
 	if tmpl.Spec.Containers[runnerIndex(tmpl.Spec.Containers)].ReadinessProbe != nil {
 		return fmt.Errorf("pool %s: kubernetes.template: the %s container's readinessProbe is the runnerscaler's "+
 			"report of a running job and cannot be set", p.Name, ContainerName)
+	}
+	if err := tokenReadable(p, tmpl.Spec); err != nil {
+		return fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	return nil
 }
