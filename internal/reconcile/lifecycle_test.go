@@ -26,12 +26,11 @@ const (
 )
 
 // TestRestartedEphemeralRunnerIsReleasedByGitHubFirst: a runner container that
-// exited and was restarted by the kubelet (restartPolicy Always) may be running
-// a job — a first start that failed before the entrypoint's run marker runs the
-// runner again. While it runs it is not finished, whatever its restart history:
-// it is neither replaced nor asked about. Once it has ended for good
-// (CrashLoopBackOff on its marker) it is recognised as finished and replaced,
-// and deleted only after GitHub released it.
+// exited 0 and was restarted by the kubelet (restartPolicy Always) may be running
+// a job; container state decides when the sweeper asks GitHub, never whether. The
+// runner is deleted only after RemoveRunner answered 204 or 404, a busy answer is
+// not asked again on every sweep, and a crash-looping finished runner is still
+// recognised and replaced.
 func TestRestartedEphemeralRunnerIsReleasedByGitHubFirst(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
@@ -43,23 +42,29 @@ func TestRestartedEphemeralRunnerIsReleasedByGitHubFirst(t *testing.T) {
 	if err := e.sim.SetBusy(id, true); err != nil { // the restarted container took a job
 		t.Fatal(err)
 	}
-	if err := e.sim.SetRESTBusy(id, false); err != nil { // and GitHub lists it idle, as just after an assignment
-		t.Fatal(err)
-	}
-	// Its job probe has not reported the job yet.
+	// Its job probe has not reported the job yet: GitHub's answer decides.
 	e.setRunnerStatus(name, corev1.ContainerStatus{RestartCount: 1,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}})
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}})
+	// GitHub is asked by its runner list (busy: no RemoveRunner) or by RemoveRunner (422).
+	asks := func() int { c := e.sim.Calls(); return c[removeCall] + c[listCall] }
+	before := asks()
+	e.mustSweep(1, t0)
+	if !slices.Contains(e.statefulSets(), name) {
+		t.Fatal("the runner was deleted while GitHub lists it busy")
+	}
+	if got := asks() - before; got != 1 {
+		t.Fatalf("GitHub asked %d times, want once", got)
+	}
 	for range 5 {
-		e.clock.Step(30 * time.Second)
+		e.clock.Step(2 * time.Second)
 		e.mustSweep(1, t0)
 	}
-	if !slices.Equal(e.statefulSets(), []string{name}) || e.sim.Calls()[removeCall] != 0 {
-		t.Fatalf("statefulsets %v, %d RemoveRunner calls: want the restarted runner, which runs, kept and not removed",
-			e.statefulSets(), e.sim.Calls()[removeCall])
+	if got := asks() - before; got != 1 {
+		t.Fatalf("GitHub asked %d times within the busy back-off, want once", got)
 	}
-	if pod := e.pods()[name]; pod.DeletionTimestamp != nil || pod.Annotations[runnerpod.AnnotationUnregistrationRequest] != "" {
-		t.Fatalf("pod of the restarted runner: deleted %v, annotations %v: want it left alone while it runs", pod.DeletionTimestamp, pod.Annotations)
+	if !slices.Contains(e.statefulSets(), name) {
+		t.Fatal("the runner was deleted while GitHub lists it busy")
 	}
 
 	// The job ends: GitHub removes the ephemeral runner; the container exits and,

@@ -174,14 +174,12 @@ func (r *Reconciler) classify(rn *runner, now time.Time, ephemeral bool) Phase {
 // state volume before it starts the runner and, when the kubelet restarts the
 // container, finds it and exits at once instead of running again with spent
 // credentials (runner/entrypoint.sh). So an ephemeral runner container that has
-// terminated at least once and is not running now — terminated, or waiting to
-// be started again (CrashLoopBackOff) — is finished, whatever its exit code. One
-// that runs again is not: a first start that failed before the marker was
-// written (its docker sidecar not ready, config.sh refused) starts the runner
-// again, which registers and takes a job like a first start; a marker found
-// ends it a moment later. So is one whose last exit came before its runner
-// started (the entrypoint says so in its termination message: notStarted): the
-// kubelet starts it again. A persistent runner keeps its registration
+// terminated at least once — now terminated, restarted, or in CrashLoopBackOff —
+// is finished, whatever its exit code, unless its last exit came before its
+// runner started (the entrypoint says so in its termination message:
+// notStarted): a first start that failed before the marker (its docker sidecar
+// not ready, config.sh refused) is started again, and its runner registers and
+// takes a job like a first start. A persistent runner keeps its registration
 // across restarts: only its current state counts (exited 0, as ARC's
 // runnerPodOrContainerIsStopped).
 func finished(pod *corev1.Pod, ephemeral bool) bool {
@@ -193,8 +191,7 @@ func finished(pod *corev1.Pod, ephemeral bool) bool {
 		return false
 	}
 	if ephemeral {
-		return cs.State.Running == nil && (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0) &&
-			!notStarted(cs)
+		return (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0) && !notStarted(cs)
 	}
 	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }

@@ -76,7 +76,7 @@ var stopSteps = map[stopState]func(*stop, context.Context) (next, error){
 }
 
 // stopStateOf derives the runner's stop state from what is stored of it.
-func stopStateOf(rn *runner) stopState {
+func stopStateOf(rn *runner, ephemeral bool) stopState {
 	pod := rn.pod
 	switch {
 	case hasAnnotation(pod, runnerpod.AnnotationUnregistrationComplete):
@@ -85,7 +85,7 @@ func stopStateOf(rn *runner) stopState {
 		return stopRequested
 	case rn.runnerID() == 0:
 		return stopUnidentified
-	case !mayHoldJob(pod):
+	case !mayHoldJob(pod, ephemeral):
 		return stopExited
 	case pod.DeletionTimestamp != nil:
 		return stopDraining
@@ -133,7 +133,7 @@ const maxSteps = 12
 // stopped too: its registration, if any, is released.
 func (r *Reconciler) gracefulStop(ctx context.Context, sw *sweep, rn *runner) (bool, error) {
 	s := &stop{r: r, sw: sw, p: sw.p, rn: rn, gh: sw.gh, now: sw.now, log: r.log.With("pool", sw.p.Name, "runner", rn.name())}
-	state := stopStateOf(rn)
+	state := stopStateOf(rn, s.p.IsEphemeral())
 	for range maxSteps {
 		if state == stopComplete {
 			return true, nil
@@ -147,7 +147,7 @@ func (r *Reconciler) gracefulStop(ctx context.Context, sw *sweep, rn *runner) (b
 			return false, nil
 		}
 		if state = n.state; state == "" {
-			state = stopStateOf(rn)
+			state = stopStateOf(rn, s.p.IsEphemeral())
 		}
 	}
 	return false, fmt.Errorf("stopping runner %s: no end after %d steps (at %s)", rn.name(), maxSteps, state)

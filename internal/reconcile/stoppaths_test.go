@@ -215,7 +215,7 @@ func (g *missingGitHub) Runners(ctx context.Context, s scope.Scope) ([]githubapi
 // start failed before its runner started (the entrypoint's termination message
 // says so) waits for the kubelet to start it again: started again, it registers
 // and takes a job like a first start. It is not taken for finished: neither
-// replaced nor stopped.
+// replaced nor stopped, before or after it started again.
 func TestRunnerNotStartedIsNotFinished(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
@@ -232,5 +232,28 @@ func TestRunnerNotStartedIsNotFinished(t *testing.T) {
 	}
 	if pod := e.pods()[name]; pod.DeletionTimestamp != nil || pod.Annotations[runnerpod.AnnotationUnregistrationRequest] != "" {
 		t.Fatalf("the not-started runner's pod: deleted %v, annotations %v; want it left to start again", pod.DeletionTimestamp, pod.Annotations)
+	}
+
+	// Started again, it registers and takes a job, which GitHub lists idle for
+	// a while (and the job probe has not reported yet): it is not removed.
+	r := e.register(name)
+	e.setBusy(r.ID, true)
+	if err := e.sim.SetRESTBusy(r.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	e.setRunnerStatus(name, corev1.ContainerStatus{RestartCount: 1,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error",
+			Message: "runner not started: docker did not become ready within 120s"}}})
+	for range 5 {
+		e.clock.Step(30 * time.Second)
+		e.mustSweep(1, time.Time{})
+	}
+	if !slices.Equal(e.statefulSets(), []string{name}) || e.sim.Calls()[removeCall] != 0 {
+		t.Fatalf("statefulsets %v, %d RemoveRunner calls: want the restarted runner, which runs a job, kept and not removed",
+			e.statefulSets(), e.sim.Calls()[removeCall])
+	}
+	if _, ok := e.sim.Runner(r.ID); !ok {
+		t.Fatal("the restarted runner running a job was removed from GitHub")
 	}
 }

@@ -42,7 +42,7 @@ func (s *stop) identify(ctx context.Context) (next, error) {
 	switch {
 	case l.found:
 		return derived(), s.recordID(ctx, l.ID)
-	case !mayHoldJob(pod):
+	case !mayHoldJob(pod, s.p.IsEphemeral()):
 		s.log.Info("runner not registered, and it cannot run again: nothing to unregister")
 		return moveTo(stopReleased), nil
 	case pod.DeletionTimestamp != nil:
