@@ -113,8 +113,9 @@ func (r *Reconciler) registrationCanWait(s *sweep, rn *runner) bool {
 const tokenRefresh = 15 * time.Minute
 
 // refreshToken replaces the token in an unregistered token-mode runner's Secret
-// when it is about to expire. The kubelet resolves the Secret again at each
-// container start, so the next start registers with a valid token.
+// when it is about to expire. The kubelet updates the Secret's file in the pod
+// within its sync period (about a minute), well inside the tokenRefresh ahead
+// of the old token's expiry, so a later start registers with a valid token.
 func (r *Reconciler) refreshToken(ctx context.Context, s *sweep, rn *runner) error {
 	expires, err := time.Parse(time.RFC3339, rn.sts.Annotations[runnerpod.AnnotationTokenExpiresAt])
 	if !s.p.UsesToken() || err != nil || expires.Sub(s.now) > tokenRefresh {
