@@ -48,8 +48,10 @@ type fencedObject[T metav1.Object] struct {
 // fenced by obj's resourceVersion, and returns the object the API server stored.
 // A conflict whose cause is a change the stop does not act on (the kubelet or a
 // controller writing status) is sent once more, fenced by the fresh version: it
-// overwrites nothing another writer recorded. An object gone since is NotFound,
-// as if the first patch had found it gone; any other conflict is ErrStale.
+// overwrites nothing another writer recorded. A conflict with the patch's own
+// change (applied, its answer lost and the request sent again) is success. An
+// object gone since is NotFound, as if the first patch had found it gone; any
+// other conflict is ErrStale.
 func patchAnnotations[T metav1.Object](ctx context.Context, o fencedObject[T], obj T, annotations map[string]any) (T, error) {
 	var zero T
 	out, err := fencedPatch(ctx, o, obj, annotations)
@@ -62,6 +64,11 @@ func patchAnnotations[T metav1.Object](ctx context.Context, o fencedObject[T], o
 		return zero, errors.Join(err, rerr)
 	case !found:
 		return zero, apierrors.NewNotFound(o.resource, obj.GetName())
+	case applied(obj, cur, annotations):
+		// The first patch was applied and its answer lost: the API server
+		// timed out answering (504, Retry-After) and client-go sent it again,
+		// which its own write then fenced out. The change is ours.
+		return cur, nil
 	case !sameForTheStop(obj, cur):
 		return zero, fmt.Errorf("%s %s: %w", o.kind, obj.GetName(), ErrStale)
 	}
@@ -83,6 +90,29 @@ func fencedPatch[T metav1.Object](ctx context.Context, o fencedObject[T], obj T,
 		return zero, err
 	}
 	return o.patch(ctx, obj.GetName(), body)
+}
+
+// applied: cur is obj with annotations (a merge patch: nil removes a key)
+// applied and nothing else the stop acts on changed.
+func applied(obj, cur metav1.Object, annotations map[string]any) bool {
+	want := maps.Clone(obj.GetAnnotations())
+	if want == nil {
+		want = map[string]string{}
+	}
+	for k, v := range annotations {
+		if s, ok := v.(string); ok {
+			want[k] = s
+		} else {
+			delete(want, k)
+		}
+	}
+	got := cur.GetAnnotations()
+	if got == nil {
+		got = map[string]string{}
+	}
+	return cur.GetUID() == obj.GetUID() && maps.Equal(got, want) &&
+		maps.Equal(cur.GetLabels(), obj.GetLabels()) && slices.Equal(cur.GetFinalizers(), obj.GetFinalizers()) &&
+		(cur.GetDeletionTimestamp() == nil) == (obj.GetDeletionTimestamp() == nil)
 }
 
 // sameForTheStop: cur is obj as far as the sweep acts on it: the same object, not
