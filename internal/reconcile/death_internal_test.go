@@ -129,3 +129,24 @@ func TestDeathsOfAPodKilledAtTheEndOfItsGrace(t *testing.T) {
 		t.Fatalf("deaths = %+v, want the deletion and the container killed at its end", ds)
 	}
 }
+
+// TestContainerTheRuntimeCouldNotStart: a runner container whose start failed
+// in the runtime (StartError: its process never ran) is started again by the
+// kubelet as a first start. That end is no runner death (no job ran in it, so a
+// job the restarted runner fails by itself is not re-run), and the runner is not
+// finished while the restart runs (it registers and takes a job).
+func TestContainerTheRuntimeCouldNotStart(t *testing.T) {
+	startError := ended(128, "StartError", deathT0)
+	startError.Terminated.Message = "failed to create containerd task: failed to create shim task: context canceled: unknown"
+	for name, pod := range map[string]*corev1.Pod{
+		"restarted, running": restarted(runnerPod(running, startError), 1),
+		"in back-off":        restarted(runnerPod(backOff, startError), 1),
+	} {
+		if d, ok := containerDeath(pod, runnerStatus(pod), true); ok {
+			t.Errorf("%s: death %+v, want none: the container never ran", name, d)
+		}
+		if finished(pod, true) {
+			t.Errorf("%s: finished, want not: the runner never ran in it", name)
+		}
+	}
+}

@@ -203,13 +203,15 @@ func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus { return runnerpod.Ru
 const notStartedMessage = "runner not started:"
 
 // notStarted: the runner container's last exit came before its runner started
-// (its termination message says so): started again, it runs like a first start.
+// — the entrypoint says so in its termination message, or the runtime could not
+// start the container at all (neverRan): started again, it runs like a first
+// start.
 func notStarted(cs *corev1.ContainerStatus) bool {
 	last := cs.State.Terminated
 	if last == nil {
 		last = cs.LastTerminationState.Terminated
 	}
-	return last != nil && strings.HasPrefix(strings.TrimSpace(last.Message), notStartedMessage)
+	return last != nil && (neverRan(last) || strings.HasPrefix(strings.TrimSpace(last.Message), notStartedMessage))
 }
 
 // everRan reports whether the pod may have started its runner: once it is bound

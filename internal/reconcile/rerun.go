@@ -162,7 +162,7 @@ func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool)
 	}
 	for _, t := range ends {
 		killed := t != nil && (t.Reason == "OOMKilled" || t.ExitCode == 137)
-		if t == nil || (t.ExitCode == 0 && !killed) || (deleting && t.ExitCode == 143) {
+		if t == nil || neverRan(t) || (t.ExitCode == 0 && !killed) || (deleting && t.ExitCode == 143) {
 			continue
 		}
 		cause := fmt.Sprintf("runner container %s (exit code %d)", t.Reason, t.ExitCode)
@@ -177,6 +177,13 @@ func containerDeath(pod *corev1.Pod, cs *corev1.ContainerStatus, ephemeral bool)
 		return d, true
 	}
 	return rerun.Death{}, false
+}
+
+// neverRan: the end of a container whose process the runtime could not start
+// (StartError, ContainerCannotRun): no runner ran in it, so no job died with
+// it, and the kubelet starts it again as a first start.
+func neverRan(t *corev1.ContainerStateTerminated) bool {
+	return t != nil && (t.Reason == "StartError" || t.Reason == "ContainerCannotRun")
 }
 
 // firstRun is the end of the pod's first runner container while the kubelet
