@@ -132,8 +132,8 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 	return runners, orphans(pods.Items, stss.Items), nil
 }
 
-// classify follows ARC's getPodsForOwner, with the lifecycle rules of the README
-// ("Runner lifecycle"):
+// classify follows ARC's getPodsForOwner, with the lifecycle rules of
+// docs/concepts.md ("Runner lifecycle"):
 // completed (the runner finished: see finished), terminating, running,
 // registration-timed-out (not registered the registration timeout after the
 // runner was created — as ARC, from creation, whether or not the pod ever became

@@ -24,15 +24,18 @@ import (
 // the same state from what the writes stored. Nothing is passed from one step
 // to the next but the state.
 //
-// The rule it keeps (README, "Runner lifecycle"): a runner whose GitHub id is
-// known is released only by RemoveRunner answering 204 or 404, or by GitHub
-// no longer knowing the id; and while its runner container may run
-// (mayHoldJob), that is asked only after every busy signal said idle and the
-// pod was deleted, so that the entrypoint stops the listener first. Without an
-// id (a token-mode runner GitHub has not listed), "never registered" is
-// concluded only when the pod was never bound to a node, or when its runner
-// container has ended in a pod being deleted and a list read by this sweep does
-// not show it.
+// The rule it keeps (docs/concepts.md, "Runner lifecycle"): a runner whose
+// GitHub id is known is released only by RemoveRunner answering 204 or 404, or
+// by GitHub not knowing the id (or knowing it under another runner's name: not
+// ours). RemoveRunner is asked only in the exited state: once the runner cannot
+// hold a job (mayHoldJob), or once its pod's grace period is over and GitHub
+// lists it offline (its node is gone). A runner that may hold a job is stopped
+// first by deleting its pod, once every busy signal said idle, so that the
+// entrypoint stops the listener. Without an id (a token-mode runner GitHub has
+// not listed), "never registered" is concluded only when its pod was never
+// bound to a node, or when a list read by this sweep does not show it and the
+// runner cannot run again (mayHoldJob) or its pod's grace period and the
+// registration timeout have both passed.
 //
 // Every removal goes through it: a runner scaled down, replaced (finished,
 // timed out, outdated), deleted by hand or evicted, orphaned (its StatefulSet
