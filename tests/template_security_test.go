@@ -45,10 +45,11 @@ func iamLike(pattern, s string) bool {
 
 // TestWebhookKeepsToItsPartitions: every table statement of the webhook's role
 // allows only items whose partition key is one the webhook uses — it writes
-// jobs' reservations, the jobs runners took and unrouted jobs, and only reads
-// the runner groups' access — so the role cannot touch the drain mark nor the
-// deployment's items (a pool's lease and status share its partition with its
-// reservations: IAM cannot tell them apart, README Security).
+// jobs' reservations and re-run candidates, the jobs runners took and
+// unrouted jobs, and only reads the runner groups' access and the roster — so
+// the role cannot write what the sweeper decides by (its leases, statuses and
+// re-run budgets, its roster, the deaths it saw), the drain mark nor the
+// deployment's items.
 func TestWebhookKeepsToItsPartitions(t *testing.T) {
 	t.Parallel()
 	var writes, reads int
@@ -69,16 +70,19 @@ func TestWebhookKeepsToItsPartitions(t *testing.T) {
 		want := []string{table.PoolPK("linux-x64"), table.RunnerPK("linux-x64-bcdfg-0"), table.UnroutedPK}
 		if actions, _ := st["Action"].([]any); fmt.Sprint(actions) == "[dynamodb:GetItem]" {
 			reads++
-			want = []string{table.GroupAccessPK}
+			want = []string{table.GroupAccessPK, table.RosterPK("linux-x64")}
 			for _, pk := range []string{table.PoolPK("linux-x64"), table.RunnerPK("linux-x64-bcdfg-0"), table.UnroutedPK} {
 				if matches(pk) {
-					t.Errorf("the webhook may read partition %s (patterns %v): it reads the groups' access only", pk, patterns)
+					t.Errorf("the webhook may read partition %s (patterns %v): it reads the groups' access and the roster only", pk, patterns)
 				}
 			}
 		} else {
 			writes++
-			if matches(table.GroupAccessPK) {
-				t.Errorf("the webhook may write partition %s (patterns %v): the sweeper's", table.GroupAccessPK, patterns)
+			for _, pk := range []string{table.GroupAccessPK, table.SweepPK("linux-x64"), table.RosterPK("linux-x64"),
+				table.DeathsPK("linux-x64-bcdfg-0")} {
+				if matches(pk) {
+					t.Errorf("the webhook may write partition %s (patterns %v): the sweeper's", pk, patterns)
+				}
 			}
 		}
 		for _, pk := range want {

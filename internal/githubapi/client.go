@@ -293,6 +293,41 @@ func (c *Client) RunAttempt(ctx context.Context, s scope.Scope, repo string, run
 	return attempt, err
 }
 
+// Job is what GitHub says of a workflow job: where and when it ran, and how
+// it ended.
+type Job struct {
+	ID, RunID  int64
+	RunAttempt int
+	// Status is queued, in_progress, completed, waiting, ...; Conclusion is
+	// set once it completed (success, failure, cancelled, ...).
+	Status, Conclusion string
+	RunnerID           int64
+	RunnerName         string
+	Started, Completed time.Time
+}
+
+// Job reads a workflow job of repo ("owner/name", a repository of scope s).
+// An *APIError with 404 (ErrNotFound): no such job in repo.
+//
+// GET /repos/{owner}/{repo}/actions/jobs/{job_id}.
+func (c *Client) Job(ctx context.Context, s scope.Scope, repo string, jobID int64) (Job, error) {
+	es, err := escaped(scope.Scope{Repository: repo})
+	if err != nil {
+		return Job{}, fmt.Errorf("reading job %d: %w", jobID, err)
+	}
+	var job Job
+	err = c.meter.call(ctx, OpGetJob, fmt.Sprintf("reading job %d of %s (%s)", jobID, repo, s), func(ctx context.Context) (*github.Response, error) {
+		j, resp, err := c.gh.Actions.GetWorkflowJobByID(ctx, es.Owner(), es.Repo(), jobID)
+		if j != nil {
+			job = Job{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Status: j.GetStatus(),
+				Conclusion: j.GetConclusion(), RunnerID: j.GetRunnerID(), RunnerName: j.GetRunnerName(),
+				Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time}
+		}
+		return resp, err
+	})
+	return job, err
+}
+
 // DefaultRunnerGroupID is the id of every scope's "Default" runner group.
 const DefaultRunnerGroupID = 1
 

@@ -70,6 +70,7 @@ const (
 	OpRedeliver          Op = "redeliver webhook delivery"
 	OpRerunJob           Op = "re-run job"
 	OpListRunJobs        Op = "list workflow run jobs"
+	OpGetJob             Op = "get workflow job"
 )
 
 // APIError is GitHub's refusal of one operation.

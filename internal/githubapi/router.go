@@ -209,6 +209,16 @@ func (r *Router) RunAttempt(ctx context.Context, s scope.Scope, repo string, run
 	return n, r.settle(s, err)
 }
 
+// Job is Client.Job through the credentials that serve s.
+func (r *Router) Job(ctx context.Context, s scope.Scope, repo string, jobID int64) (Job, error) {
+	c, err := r.client(ctx, s)
+	if err != nil {
+		return Job{}, err
+	}
+	j, err := c.Job(ctx, s, repo, jobID)
+	return j, r.settle(s, err)
+}
+
 // JITConfig is Client.JITConfig through the scope's credentials.
 func (r *Router) JITConfig(ctx context.Context, s scope.Scope, name string, labels []string, groupID int64) (JITConfig, error) {
 	c, err := r.client(ctx, s)

@@ -329,5 +329,5 @@ const nudgedAttr = "nudgedJobs"
 
 // itemKey is the key of pool's lease item.
 func itemKey(pool string) map[string]types.AttributeValue {
-	return table.Key(table.PoolPK(pool), table.LeaseSK)
+	return table.Key(table.SweepPK(pool), table.LeaseSK)
 }

@@ -80,7 +80,7 @@ type Store struct {
 func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
 
 func itemKey(pool string) map[string]types.AttributeValue {
-	return table.Key(table.PoolPK(pool), table.StatusSK)
+	return table.Key(table.SweepPK(pool), table.StatusSK)
 }
 
 // Get returns the pool's status; a pool never swept has the zero Status (version 0).

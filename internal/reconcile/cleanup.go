@@ -116,6 +116,9 @@ func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Se
 	if err != nil || !done {
 		return false, err
 	}
+	if err := r.retire(ctx, s, sec.Name); err != nil {
+		return false, err
+	}
 	err = r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return false, fmt.Errorf("deleting orphaned secret %s: %w", sec.Name, err)

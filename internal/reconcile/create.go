@@ -33,10 +33,13 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 		return err
 	}
 	spec := r.spec(s, runnerpod.NewName(s.p.Name))
+	if err := r.enrol(ctx, s, spec.Name); err != nil {
+		return err
+	}
 	secrets := r.kube.CoreV1().Secrets(s.p.Kubernetes.Namespace)
 	sec, err := secrets.Create(ctx, runnerpod.Secret(spec), metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("creating secret of runner %s: %w", spec.Name, err)
+		return errors.Join(fmt.Errorf("creating secret of runner %s: %w", spec.Name, err), r.retire(ctx, s, spec.Name))
 	}
 	sts, err := r.build(ctx, s, &spec, sec)
 	switch {
@@ -52,6 +55,27 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 		return fmt.Errorf("owning secret of runner %s (cleanup adopts it): %w", spec.Name, err)
 	}
 	return nil
+}
+
+// enrol puts the runner name on the deployment's roster before anything of
+// it exists, so that no delivery about it can come before it is there.
+func (r *Reconciler) enrol(ctx context.Context, s *sweep, name string) error {
+	if r.opts.Roster == nil {
+		return nil
+	}
+	return r.opts.Roster.Add(ctx, s.p.Name, runnerpod.PodName(name), s.now)
+}
+
+// retire marks the runner name gone on the roster (it lingers there for late
+// deliveries: package roster). Each way a runner ends retires it before its
+// last object goes (deleteRunner, finishOrphan, releaseSecret, undo), and
+// stops there when the roster cannot be written: the object left brings the
+// next sweep back.
+func (r *Reconciler) retire(ctx context.Context, s *sweep, name string) error {
+	if r.opts.Roster == nil {
+		return nil
+	}
+	return r.opts.Roster.Retire(ctx, s.p.Name, runnerpod.PodName(name), s.now)
 }
 
 // recordScope records, in the pool status, the scope in which this deployment
@@ -101,6 +125,9 @@ func (r *Reconciler) undo(ctx context.Context, s *sweep, sec *corev1.Secret, id 
 		if err := s.gh.remove(ctx, s.p.Scope(), id); err != nil && !errors.Is(err, githubapi.ErrNotFound) {
 			return fmt.Errorf("undoing creation of runner %s: removing its registration %d (cleanup retries): %w", sec.Name, id, err)
 		}
+	}
+	if err := r.retire(ctx, s, sec.Name); err != nil {
+		return fmt.Errorf("undoing creation of runner %s (cleanup retries): %w", sec.Name, err)
 	}
 	err := r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {

@@ -28,6 +28,9 @@ import (
 // was creating anyway (the runner had none when the sweep looked) is left with
 // our finalizer and no owner: finishOrphans finishes it.
 func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) error {
+	if err := r.retire(ctx, s, rn.name()); err != nil {
+		return err // nothing deleted: the next sweep comes back here
+	}
 	policy := metav1.DeletePropagationBackground
 	err := r.kube.AppsV1().StatefulSets(rn.sts.Namespace).Delete(ctx, rn.name(), metav1.DeleteOptions{
 		PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &rn.sts.UID}})
@@ -188,6 +191,9 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 	}
 	done, err := r.gracefulStop(ctx, s, rn)
 	if err != nil || !done {
+		return err
+	}
+	if err := r.retire(ctx, s, rn.name()); err != nil {
 		return err
 	}
 	if err := r.removeFinalizer(ctx, rn.pod); err != nil {

@@ -97,6 +97,17 @@ type Options struct {
 	// died with its runner is re-run within the pool's budget (rerun.go). nil:
 	// no re-runs, and no deaths recorded.
 	Reruns Reruns
+	// Roster is the deployment's record of the runners it created
+	// (roster.Store): a runner is added before anything of it exists, and
+	// retired when its Secret goes (create.go, secret.go). The webhook takes
+	// only runners on it for this deployment's. nil: no record kept.
+	Roster Roster
+}
+
+// Roster is the deployment's record of the runners it created (roster.Store).
+type Roster interface {
+	Add(ctx context.Context, pool, runner string, now time.Time) error
+	Retire(ctx context.Context, pool, runner string, now time.Time) error
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.

@@ -40,6 +40,9 @@ type Rerunner interface {
 	// RunAttempt is the run's latest attempt, to find out whether an earlier
 	// call whose answer was lost re-ran it.
 	RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error)
+	// Job is what GitHub says of a job: a candidate is a claim the webhook
+	// recorded, and a job is re-run only as GitHub describes it.
+	Job(ctx context.Context, s scope.Scope, repo string, jobID int64) (githubapi.Job, error)
 }
 
 // errDeathsUnrecorded: a death a pod shows could not be recorded; the sweep
@@ -246,7 +249,11 @@ func firstLine(s string) string {
 	return line
 }
 
-// decideRerun decides one failed job of the pool (package rerun).
+// decideRerun decides one failed job of the pool (package rerun). The
+// candidate is what the webhook recorded of the job's `completed` delivery;
+// the deaths are the sweeper's own observations. A job that may have died
+// with its runner is then read from GitHub, and decided again by GitHub's
+// account of it (verified): only that is re-run.
 func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidate) error {
 	if s.now.Before(c.NextTry()) {
 		return nil
@@ -255,46 +262,112 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	if err != nil {
 		return err
 	}
-	var starts []time.Time
-	if len(deaths) > 0 {
-		links, err := r.opts.JobLinks.RunnerJobs(ctx, c.Runner)
-		if err != nil {
-			return err
-		}
-		for _, l := range links {
-			if l.JobID != c.JobID && l.StartedMillis != 0 {
-				starts = append(starts, time.UnixMilli(l.StartedMillis))
-			}
-		}
+	starts, err := r.otherStarts(ctx, c, deaths)
+	if err != nil {
+		return err
 	}
 	v := rerun.Decide(c, deaths, starts, s.now)
-	if v.Outcome == rerun.NotRerun && len(deaths) > 0 {
-		s.log.Info("the runner's deaths fall outside the job", "job", c.JobID, "started", c.Started(), "completed", c.Completed(),
-			"deaths", deaths, "otherJobsStarted", starts)
+	switch {
+	case v.Outcome == rerun.Pending:
+		return nil
+	case len(deaths) == 0:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
 	}
+	if why := r.rerunsRefused(s, c); why != "" {
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
+	}
+	c, why, err := r.verified(ctx, s, c)
+	switch {
+	case err != nil:
+		return r.rerunLater(ctx, s, c, err)
+	case why != "":
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
+	}
+	v = rerun.Decide(c, deaths, starts, s.now)
 	switch v.Outcome {
 	case rerun.Pending:
 		return nil
 	case rerun.NotRerun:
+		s.log.Info("the runner's deaths fall outside the job", "job", c.JobID, "started", c.Started(), "completed", c.Completed(),
+			"deaths", deaths, "otherJobsStarted", starts)
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
 	}
 	c.Cause = v.Cause
 	return r.rerunJob(ctx, s, c)
 }
 
+// otherStarts are when the other jobs c's runner took started (none are read
+// when the runner has no death).
+func (r *Reconciler) otherStarts(ctx context.Context, c rerun.Candidate, deaths []rerun.Death) ([]time.Time, error) {
+	if len(deaths) == 0 {
+		return nil, nil
+	}
+	links, err := r.opts.JobLinks.RunnerJobs(ctx, c.Runner)
+	if err != nil {
+		return nil, err
+	}
+	var starts []time.Time
+	for _, l := range links {
+		if l.JobID != c.JobID && l.StartedMillis != 0 {
+			starts = append(starts, time.UnixMilli(l.StartedMillis))
+		}
+	}
+	return starts, nil
+}
+
+// rerunsRefused says why the pool re-runs no job of c ("" when it may).
+func (r *Reconciler) rerunsRefused(s *sweep, c rerun.Candidate) string {
+	_, ok := r.gh.(Rerunner)
+	switch {
+	case s.p.Reruns() == 0:
+		return "re-runs are off for this pool (rerunsPerRun: 0)"
+	case !rerun.InScope(s.p.Scope(), c.Repository):
+		return fmt.Sprintf("repository %q is outside the pool's scope %s", c.Repository, s.p.Scope())
+	case !ok:
+		return "this deployment's GitHub client cannot re-run jobs"
+	}
+	return ""
+}
+
+// verified is c as GitHub describes its job: its conclusion and times from
+// GitHub. It says why not ("" when it is) when GitHub has no such job in c's
+// repository, or says the job did not fail, or ran it in another run, attempt
+// or on another runner than the candidate claims. An error is GitHub's
+// answer for now (the job still running is one): ask again later.
+func (r *Reconciler) verified(ctx context.Context, s *sweep, c rerun.Candidate) (rerun.Candidate, string, error) {
+	job, err := r.gh.(Rerunner).Job(ctx, s.p.Scope(), c.Repository, c.JobID)
+	switch {
+	case errors.Is(err, githubapi.ErrNotFound):
+		return c, fmt.Sprintf("GitHub has no job %d in %s", c.JobID, c.Repository), nil
+	case err != nil:
+		return c, "", err
+	case job.Status != "completed":
+		return c, "", fmt.Errorf("GitHub says job %d is %s, not completed", c.JobID, job.Status)
+	case !rerun.Failed(job.Conclusion):
+		return c, fmt.Sprintf("GitHub says job %d ended %s", c.JobID, job.Conclusion), nil
+	case job.RunID != c.RunID || job.RunAttempt != max(c.RunAttempt, 1):
+		return c, fmt.Sprintf("GitHub says job %d is of run %d attempt %d, not of run %d attempt %d as recorded",
+			c.JobID, job.RunID, job.RunAttempt, c.RunID, max(c.RunAttempt, 1)), nil
+	case job.RunnerName != c.Runner:
+		return c, fmt.Sprintf("GitHub says job %d ran on runner %q, not on %s as recorded", c.JobID, job.RunnerName, c.Runner), nil
+	}
+	c.Conclusion = job.Conclusion
+	c.StartedMillis, c.CompletedMillis = unixMillis(job.Started), unixMillis(job.Completed)
+	return c, "", nil
+}
+
+func unixMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // rerunJob re-runs the job of c, whose runner died under it, if the pool's
 // budget allows.
 func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) error {
 	budget := s.p.Reruns()
-	rr, ok := r.gh.(Rerunner)
-	switch {
-	case budget == 0:
-		return r.settleRerun(ctx, s, c, rerun.NotRerun, "re-runs are off for this pool (rerunsPerRun: 0)")
-	case !rerun.InScope(s.p.Scope(), c.Repository):
-		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("repository %q is outside the pool's scope %s", c.Repository, s.p.Scope()))
-	case !ok:
-		return r.settleRerun(ctx, s, c, rerun.NotRerun, "this deployment's GitHub client cannot re-run jobs")
-	}
+	rr := r.gh.(Rerunner)
 	charged, err := r.opts.Reruns.Charge(ctx, c, budget, s.now)
 	if err != nil {
 		return err

@@ -119,6 +119,18 @@ type rerunEnv struct {
 
 func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 	t.Helper()
+	return newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure}, opts...)
+}
+
+// jobRun is how the job of a rerunEnv really ran, by GitHub: its conclusion,
+// and whether another runner of the scope took it.
+type jobRun struct {
+	conclusion   githubsim.JobConclusion
+	anotherTaker bool
+}
+
+func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *rerunEnv {
+	t.Helper()
 	e := &rerunEnv{env: newEnv(t, true, opts...), store: newMemReruns()}
 	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
 	if err != nil {
@@ -132,17 +144,37 @@ func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 	r := e.start(name)
 	e.runner = r.Name
 	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}})
-	if _, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil {
-		t.Fatalf("runner %s taking job %d: %v %v", r.Name, e.job.ID, ok, err)
+	started, taker := e.clock.Now(), r
+	if run.anotherTaker {
+		taker = e.foreignRunner()
 	}
-	if err := e.sim.CompleteJobAs(e.job.ID, githubsim.JobFailure); err != nil {
+	if _, ok, err := e.sim.AcquireJob(taker.ID); !ok || err != nil {
+		t.Fatalf("runner %s taking job %d: %v %v", taker.Name, e.job.ID, ok, err)
+	}
+	e.clock.Step(30 * time.Second) // the job runs for 30 s
+	if err := e.sim.CompleteJobAs(e.job.ID, run.conclusion); err != nil {
 		t.Fatal(err)
 	}
 	now := e.clock.Now()
 	e.store.cands[e.job.ID] = rerun.Candidate{Pool: "p", JobID: e.job.ID, RunID: e.job.RunID, RunAttempt: 1, Repository: "acme/app",
-		Runner: e.runner, Conclusion: "failure", StartedMillis: now.Add(-30 * time.Second).UnixMilli(),
+		Runner: e.runner, Conclusion: "failure", StartedMillis: started.UnixMilli(),
 		CompletedMillis: now.UnixMilli(), RecordedMillis: now.UnixMilli()}
 	return e
+}
+
+// foreignRunner registers a runner of the scope this deployment did not make.
+func (e *rerunEnv) foreignRunner() githubsim.Runner {
+	e.t.Helper()
+	tok, err := e.gh.RegistrationToken(e.t.Context(), e.pool.Scope())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := e.sim.Register(githubsim.Registration{Token: tok.Token, Scope: "organization/acme", Name: "other-team-runner",
+		Labels: []string{"big"}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
 }
 
 // oomKilled plays the kubelet reporting the runner container OOM-killed 10 s
@@ -342,5 +374,54 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	}
 	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 || e.rerunCalls() != 1 {
 		t.Fatalf("re-runs %v after %d calls, want one", got, e.rerunCalls())
+	}
+}
+
+// TestRerunIsDecidedByGitHubsAccountOfTheJob: a re-run candidate is what the
+// webhook recorded, and anyone holding the webhook's role can write one; the
+// sweeper re-runs only a job GitHub says failed on the runner recorded, and
+// decides by GitHub's times. A candidate claiming a failure GitHub does not
+// show (the job succeeded, or ran on another runner) is not re-run, whatever
+// death of ours its times cover; one whose recorded times miss the death
+// while GitHub's cover it is re-run.
+func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		run    jobRun
+		forge  func(c *rerun.Candidate)
+		want   rerun.Outcome
+		reason string
+	}{
+		{"the job succeeded", jobRun{conclusion: githubsim.JobSuccess}, nil, rerun.NotRerun, "ended success"},
+		{"the job ran on another runner", jobRun{conclusion: githubsim.JobFailure, anotherTaker: true}, nil, rerun.NotRerun, `ran on runner "other-team-runner"`},
+		{"the recorded times miss the death", jobRun{conclusion: githubsim.JobFailure}, func(c *rerun.Candidate) {
+			c.StartedMillis -= time.Hour.Milliseconds()
+			c.CompletedMillis -= time.Hour.Milliseconds()
+		}, rerun.Rerun, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newRerunEnvOf(t, tc.run)
+			e.oomKilled()
+			if tc.forge != nil {
+				c := e.store.get(e.job.ID)
+				tc.forge(&c)
+				e.store.cands[e.job.ID] = c
+			}
+			e.clock.Step(rerun.Settle)
+			for range 2 {
+				if err := e.sweep(1, e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := e.store.get(e.job.ID)
+			if c.Outcome != tc.want || !strings.Contains(c.Reason, tc.reason) {
+				t.Fatalf("decision %+v: want %q, reason containing %q", c, tc.want, tc.reason)
+			}
+			if n, want := e.rerunCalls(), map[bool]int{true: 1}[tc.want == rerun.Rerun]; n != want {
+				t.Fatalf("%d re-run calls, want %d", n, want)
+			}
+		})
 	}
 }

@@ -11,9 +11,12 @@
 //
 // The webhook records a Candidate for each such failure; the sweeper of the
 // runner's pool decides it (Decide), charges the run's budget, and asks GitHub
-// to re-run the job. A decision is written once: a redelivered `completed` or a
-// second sweeper cannot re-run a job twice, nor charge the budget twice for one
-// job.
+// to re-run the job. A candidate is only a claim: before a re-run the sweeper
+// reads the job from GitHub and decides again by GitHub's conclusion, run,
+// attempt, runner and times, with the deaths it recorded itself; deaths and
+// budgets live in partitions only the sweeper writes (package table). A
+// decision is written once: a redelivered `completed` or a second sweeper
+// cannot re-run a job twice, nor charge the budget twice for one job.
 package rerun
 
 import (

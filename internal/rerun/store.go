@@ -158,7 +158,7 @@ func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 // answers true: a sweeper that retries a refused re-run, or one killed between
 // the charge and the call, does not spend the budget twice.
 func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time) (bool, error) {
-	key := table.Key(table.PoolPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
+	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      key,
@@ -191,7 +191,7 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(s.table),
-		Key:       table.Key(table.RunnerPK(d.Runner), table.DeathSK(d.FromMillis)),
+		Key:       table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
 		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, " +
 			"#killed = :killed, #repeated = :repeated, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",
@@ -213,7 +213,7 @@ func (s *Store) Deaths(ctx context.Context, runner string) ([]Death, error) {
 		TableName:                aws.String(s.table),
 		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :died)"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#sk": table.SortKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.RunnerPK(runner)),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.DeathsPK(runner)),
 			":died": table.Str(table.DeathSKPrefix)},
 		ConsistentRead: aws.Bool(true),
 	})

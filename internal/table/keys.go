@@ -10,15 +10,16 @@ import (
 //
 //	PK                SK                   item (package that keeps it)
 //	POOL#<pool>       JOB#<jobId>          a job's reservation (reservation)
-//	POOL#<pool>       STATUS               the pool's status (poolstate)
-//	POOL#<pool>       LEASE                the pool's lease (lease)
-//	POOL#<pool>       RERUN#<jobId>        a failed job's re-run decision (rerun)
-//	POOL#<pool>       RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
+//	POOL#<pool>       RERUN#<jobId>        a failed job's re-run candidate and decision (rerun)
 //	POOL#<pool>       WAIT#<minute>        queue waits of the pool's jobs started that minute (queuewait)
 //	POOL#<pool>       MOVED#<jobId>        a job routed to another pool that may be counted in this one (reservation)
 //	RUNNER#<runner>   JOB#<jobId>          a job a runner took (reservation)
-//	RUNNER#<runner>   DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
+//	SWEEP#<pool>      STATUS               the pool's status (poolstate)
+//	SWEEP#<pool>      LEASE                the pool's lease (lease)
+//	SWEEP#<pool>      RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
+//	ROSTER#<pool>     <runner>             a runner this deployment created (roster)
+//	DIED#<runner>     DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             INDEX#active         the active index's marker (reservation)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
@@ -26,8 +27,11 @@ import (
 //	DRAIN             DRAIN                the teardown's drain mark (drain)
 //	TABLE             DRAIN                the drain mark where older versions kept it (drain reads it)
 //
-// The drain mark has a partition of its own so that an IAM policy can keep a
-// function away from it with dynamodb:LeadingKeys.
+// The partitions are split by who writes them, so that an IAM policy can keep
+// the webhook to its own with dynamodb:LeadingKeys: it writes POOL#, RUNNER#
+// and UNROUTED, and only reads ROSTER# and GROUPS; everything the sweeper
+// decides by (its lease and status, re-run budgets, the runners it created,
+// the deaths it saw, the drain mark) is in partitions only the sweeper writes.
 
 // PoolPK is the partition of everything stored about a pool; the active index
 // partitions by the same value (ActiveKey).
@@ -35,6 +39,18 @@ func PoolPK(pool string) string { return "POOL#" + pool }
 
 // RunnerPK is the partition of the jobs a runner took.
 func RunnerPK(runner string) string { return "RUNNER#" + runner }
+
+// SweepPK is the partition of what only the sweeper writes about a pool: its
+// lease, its status and its re-run budgets.
+func SweepPK(pool string) string { return "SWEEP#" + pool }
+
+// RosterPK is the partition of the runners the sweeper created for a pool; a
+// runner's item has the runner's (its pod's, its GitHub runner's) name as
+// its sort key.
+func RosterPK(pool string) string { return "ROSTER#" + pool }
+
+// DeathsPK is the partition of the deaths of a runner the sweeper saw.
+func DeathsPK(runner string) string { return "DIED#" + runner }
 
 // JobSKPrefix begins the sort key of every job item (JobSK).
 const JobSKPrefix = "JOB#"
@@ -54,7 +70,7 @@ func MovedSK(jobID int64) string { return MovedSKPrefix + strconv.FormatInt(jobI
 // RerunSK is the sort key of a failed job's re-run decision, in its runner's pool's partition.
 func RerunSK(jobID int64) string { return "RERUN#" + strconv.FormatInt(jobID, 10) }
 
-// RerunBudgetSK is the sort key of a workflow run's re-run budget, in a pool's partition.
+// RerunBudgetSK is the sort key of a workflow run's re-run budget, in SweepPK.
 func RerunBudgetSK(repo string, runID int64) string {
 	return "RUN#" + repo + "#" + strconv.FormatInt(runID, 10)
 }
@@ -62,7 +78,7 @@ func RerunBudgetSK(repo string, runID int64) string {
 // DeathSKPrefix begins the sort key of a runner's deaths (DeathSK).
 const DeathSKPrefix = "DIED#"
 
-// DeathSK is the sort key of a runner's death, in the runner's partition.
+// DeathSK is the sort key of a runner's death, in DeathsPK.
 func DeathSK(fromMillis int64) string { return DeathSKPrefix + strconv.FormatInt(fromMillis, 10) }
 
 // PendingRerunsKey is the active index's partition of a pool's undecided
@@ -98,9 +114,9 @@ const (
 	// DrainPK holds the drain mark alone.
 	DrainPK = "DRAIN"
 
-	// StatusSK is the pool's status item, in its partition.
+	// StatusSK is the pool's status item, in SweepPK.
 	StatusSK = "STATUS"
-	// LeaseSK is the pool's lease item, in its partition.
+	// LeaseSK is the pool's lease item, in SweepPK.
 	LeaseSK = "LEASE"
 	// IndexMarkerSK is the active index's marker, in DeploymentPK.
 	IndexMarkerSK = "INDEX#" + ActiveIndex

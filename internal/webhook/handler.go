@@ -83,7 +83,20 @@ type Handler struct {
 	waits    QueueWaits
 	// access is the runner groups' access routing checks (nil: none).
 	access *accessCache
+	// roster is the deployment's record of the runners it created: only a
+	// runner on it is this deployment's (nil: none is).
+	roster Roster
 }
+
+// Roster tells whether the deployment created a runner (roster.Store).
+type Roster interface {
+	Has(ctx context.Context, pool, runner string) (bool, error)
+}
+
+// WithRoster sets the deployment's record of its runners. Without it no runner
+// is this deployment's: no delivery links, moves, nudges or records a failure
+// for a runner.
+func WithRoster(r Roster) Option { return func(h *Handler) { h.roster = r } }
 
 // Failures records a job that failed or was cancelled on one of the
 // deployment's runners (rerun.Store).
@@ -309,9 +322,9 @@ func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool,
 	if d.State < reservation.InProgress || d.RunnerName == "" {
 		return nil, nil
 	}
-	rp := h.runnerPool(d.RunnerName)
-	if rp == nil {
-		return nil, nil
+	rp, err := h.runnerPool(ctx, d.RunnerName)
+	if rp == nil || err != nil {
+		return nil, err
 	}
 	if _, err := h.store.RecordRunner(ctx, d); err != nil {
 		return nil, err
@@ -343,15 +356,24 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// runnerPool is the pool whose runner pods are named like name (package
-// runnername), or nil.
-func (h *Handler) runnerPool(name string) *pool.Pool {
+// runnerPool is the pool of the deployment's runner name: the pool whose
+// runner pods are named like name (package runnername) and on whose roster
+// the runner is; nil for any other runner, whatever its name.
+func (h *Handler) runnerPool(ctx context.Context, name string) (*pool.Pool, error) {
+	if h.roster == nil {
+		return nil, nil
+	}
 	for i := range h.pools.Pools {
-		if p := &h.pools.Pools[i]; runnername.IsPodOf(p.Name, name) {
-			return p
+		p := &h.pools.Pools[i]
+		if !runnername.IsPodOf(p.Name, name) {
+			continue
+		}
+		ours, err := h.roster.Has(ctx, p.Name, name)
+		if err != nil || ours {
+			return p, err
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // nudgeFor says whom a delivery nudges: a queued job its pool p, for its runner to

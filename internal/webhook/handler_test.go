@@ -31,6 +31,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
@@ -101,6 +102,16 @@ type env struct {
 	logs    *syncBuffer
 	db      *dynamodb.Client
 	table   string
+	// roster: the runners the deployment created (enrol).
+	roster *roster.Store
+}
+
+// enrol puts runner on pool's roster, as the sweeper does when it creates it.
+func (e *env) enrol(t *testing.T, pool, runner string) {
+	t.Helper()
+	if err := e.roster.Add(t.Context(), pool, runner, fixtureTime); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func newEnv(t *testing.T) *env {
@@ -126,9 +137,10 @@ func newEnvWith(t *testing.T, cfg *pool.Config, secret string) *env {
 func newEnvAt(t *testing.T, cfg *pool.Config, secret string, clk clock.PassiveClock) *env {
 	t.Helper()
 	db, name := testenv.Table(t)
-	e := &env{store: reservation.New(db, name, clk), nudger: &recordingNudger{}, logs: &syncBuffer{}, db: db, table: name}
+	e := &env{store: reservation.New(db, name, clk), nudger: &recordingNudger{}, logs: &syncBuffer{}, db: db, table: name,
+		roster: roster.NewStore(db, name)}
 	log := slog.New(slog.NewJSONHandler(e.logs, nil))
-	e.handler = webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithLogger(log))
+	e.handler = webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithLogger(log), webhook.WithRoster(e.roster))
 	return e
 }
 

@@ -27,7 +27,7 @@ var elasticTakesOctosJobs = strings.Replace(pools, "repository: lineville/elasti
 func TestJobOnAnotherPoolsRunnerMovesItsCount(t *testing.T) {
 	t.Parallel()
 	e, h, out := movingHandler(t, elasticTakesOctosJobs)
-	queued, inProgress := onRunnerOf(t, "elastic")
+	queued, inProgress := onRunnerOf(t, e, "elastic")
 	for _, body := range [][]byte{queued, inProgress, inProgress} {
 		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
 			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
@@ -79,7 +79,7 @@ func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics))
+	h := webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics), webhook.WithRoster(e.roster))
 	queued := fixture(t, "workflow_job/queued.payload.json")
 	if resp := h.Serve(t.Context(), headersFor("workflow_job", queued), queued); resp.Status != 200 {
 		t.Fatalf("queued: %d %s", resp.Status, resp.Reason)
@@ -91,8 +91,10 @@ func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
 	if moved, err := e.store.Spill(t.Context(), rs[0], "octo", "elastic"); err != nil || !moved {
 		t.Fatalf("Spill = %v, %v", moved, err)
 	}
+	runner := runnername.Pod(runnername.New("octo"))
+	e.enrol(t, "octo", runner)
 	inProgress := []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
-		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runnername.Pod(runnername.New("octo"))+`"`, 1))
+		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
 	if resp := h.Serve(t.Context(), headersFor("workflow_job", inProgress), inProgress); resp.Status != 200 {
 		t.Fatalf("in_progress: %d %s", resp.Status, resp.Reason)
 	}
@@ -115,7 +117,7 @@ func TestSpilledJobOnItsOwnPoolsRunnerComesHome(t *testing.T) {
 func TestRunnerNamedLikeAPoolThatCannotTakeTheJobMovesNothing(t *testing.T) {
 	t.Parallel()
 	e, h, out := movingHandler(t, pools)
-	queued, inProgress := onRunnerOf(t, "elastic")
+	queued, inProgress := onRunnerOf(t, e, "elastic")
 	for _, body := range [][]byte{queued, inProgress} {
 		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
 			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
@@ -149,16 +151,68 @@ func movingHandler(t *testing.T, poolsYAML string) (*env, *webhook.Handler, *byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics)), out
+	return e, webhook.New([]byte(secret), cfg, e.store, webhook.WithNudger(e.nudger), webhook.WithMetrics(metrics),
+		webhook.WithRoster(e.roster)), out
 }
 
 // onRunnerOf is GitHub's queued delivery of a job and its in_progress on a
-// runner named like the pool's.
-func onRunnerOf(t *testing.T, pool string) (queued, inProgress []byte) {
+// runner of the pool (on e's roster).
+func onRunnerOf(t *testing.T, e *env, pool string) (queued, inProgress []byte) {
+	t.Helper()
+	queued, inProgress = onRunnerNamedLike(t, pool)
+	e.enrol(t, pool, runnerOf(t, inProgress))
+	return queued, inProgress
+}
+
+// onRunnerNamedLike is GitHub's queued delivery of a job and its in_progress
+// on a runner named like the pool's.
+func onRunnerNamedLike(t *testing.T, pool string) (queued, inProgress []byte) {
 	t.Helper()
 	runner := runnername.Pod(runnername.New(pool))
 	queued = fixture(t, "workflow_job/queued.payload.json")
 	inProgress = []byte(strings.Replace(string(fixture(t, "workflow_job/in_progress.payload.json")),
 		`"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
 	return queued, inProgress
+}
+
+// runnerOf is the runner_name of a workflow_job delivery.
+func runnerOf(t *testing.T, body []byte) string {
+	t.Helper()
+	var p struct {
+		WorkflowJob struct {
+			RunnerName string `json:"runner_name"`
+		} `json:"workflow_job"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p.WorkflowJob.RunnerName
+}
+
+// TestRunnerOfAnotherDeploymentMovesNothing: an in_progress on a runner named
+// like elastic's that is on no roster of this deployment (another deployment
+// with the same pool names in the organization) moves nothing, links nothing
+// and nudges nobody: octo keeps counting its job.
+func TestRunnerOfAnotherDeploymentMovesNothing(t *testing.T) {
+	t.Parallel()
+	e, h, out := movingHandler(t, elasticTakesOctosJobs)
+	queued, inProgress := onRunnerNamedLike(t, "elastic")
+	for _, body := range [][]byte{queued, inProgress} {
+		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 {
+			t.Fatalf("delivery: %d %s", resp.Status, resp.Reason)
+		}
+	}
+	const job = 289782451
+	if rs, err := e.store.Active(t.Context(), "octo"); err != nil || len(rs) != 1 || rs[0].JobID != job || rs[0].Moved() {
+		t.Fatalf("octo counts %+v, %v; want its job %d, at home", rs, err, job)
+	}
+	if rs, err := e.store.Active(t.Context(), "elastic"); err != nil || len(rs) != 0 {
+		t.Fatalf("elastic counts %+v, %v; want nothing", rs, err)
+	}
+	if links, err := e.store.RunnerJobs(t.Context(), runnerOf(t, inProgress)); err != nil || len(links) != 0 {
+		t.Fatalf("links of the other deployment's runner: %+v, %v; want none", links, err)
+	}
+	if slices.Contains(e.nudger.pools, "elastic") || strings.Contains(out.String(), "JobsOnAnotherPoolsRunner") {
+		t.Fatalf("the other deployment's runner was taken for elastic's: nudges %+v, metrics %s", e.nudger.events, out.String())
+	}
 }

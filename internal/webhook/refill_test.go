@@ -29,6 +29,8 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 	}
 	// Runner pods named as the sweeper names them, and names of other shapes.
 	octo, elastic := runnername.Pod(runnername.New("octo")), runnername.Pod(runnername.New("elastic"))
+	// Named like octo's, but another deployment's: not on this one's roster.
+	foreign := runnername.Pod(runnername.New("octo"))
 	octoRunner, octoLonger := runnername.FromPod(octo), runnername.Pod(runnername.New("octo")+"b")
 	persistent, err := pool.Parse([]byte(strings.Replace(pools, "maxReplicas: 5\n", "maxReplicas: 5\n    ephemeral: false\n", 1)))
 	if err != nil {
@@ -48,6 +50,7 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		{"another pool's runner", false, [][]byte{on(completed, elastic)},
 			[]sweepevent.Event{{Pool: "elastic", Finished: []string{elastic}}}},
 		{"not a runner pod's name", false, [][]byte{on(completed, octoRunner), on(completed, octoLonger)}, nil},
+		{"named like the pool's but not on the roster", false, [][]byte{on(completed, foreign)}, nil},
 		{"in_progress", false, [][]byte{on(inProgress, octo)}, nil},
 		{"persistent pool", true, [][]byte{on(completed, octo)},
 			[]sweepevent.Event{{Pool: "octo", Finished: []string{octo}}}},
@@ -58,6 +61,8 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 			if tc.persistent {
 				e = newEnvWith(t, persistent, secret)
 			}
+			e.enrol(t, "octo", octo)
+			e.enrol(t, "elastic", elastic)
 			for _, body := range tc.bodies {
 				if resp := e.invoke(t, httpAPI(headersFor("workflow_job", body), body, false)); resp.StatusCode != 200 {
 					t.Fatalf("status %d %q", resp.StatusCode, resp.Body)
@@ -106,6 +111,12 @@ func TestDeliveriesLinkTheRunnerToItsJob(t *testing.T) {
 		return out
 	}
 	runner := runnername.Pod(runnername.New("elastic"))
+	e.enrol(t, "elastic", runner)
+	foreign := runnername.Pod(runnername.New("elastic")) // another deployment's
+	deliver(unrouted(on(inProgress, foreign)))
+	if got := states(foreign); len(got) != 0 {
+		t.Fatalf("a runner named like elastic's but on no roster of this deployment got links %v", got)
+	}
 	deliver(unrouted(on(inProgress, runner)))
 	if got := states(runner); !slices.Equal(got, []reservation.State{reservation.InProgress}) {
 		t.Fatalf("links %v after in_progress, want one in_progress", got)

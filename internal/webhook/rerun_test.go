@@ -11,6 +11,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
@@ -28,7 +29,11 @@ func TestFailedJobOfOurRunnerIsRecorded(t *testing.T) {
 	db, name := testenv.Table(t)
 	failures := rerun.NewStore(db, name)
 	clk := clocktesting.NewFakePassiveClock(fixtureTime)
-	h := webhook.New([]byte(secret), cfg, reservation.New(db, name, clk), webhook.WithFailures(failures),
+	ours := roster.NewStore(db, name)
+	if err := ours.Add(t.Context(), "octo", "octo-abcde-0", fixtureTime); err != nil {
+		t.Fatal(err)
+	}
+	h := webhook.New([]byte(secret), cfg, reservation.New(db, name, clk), webhook.WithFailures(failures), webhook.WithRoster(ours),
 		webhook.WithClock(clk), webhook.WithLogger(slog.New(slog.DiscardHandler)))
 	deliver := func(fixtureName, runner string) {
 		t.Helper()
@@ -40,6 +45,7 @@ func TestFailedJobOfOurRunnerIsRecorded(t *testing.T) {
 	}
 	deliver("completed.failure.with-organization.payload.json", "GitHub Actions 5") // not ours
 	deliver("completed.success.with-organization.payload.json", "octo-abcde-0")     // succeeded
+	deliver("completed.failure.with-organization.payload.json", "octo-bcdfg-0")     // named like ours, another deployment's
 	if got, err := failures.Pending(t.Context(), "octo"); err != nil || len(got) != 0 {
 		t.Fatalf("pending = %+v, %v: want nothing recorded", got, err)
 	}

@@ -14,6 +14,7 @@ import (
 //	POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun            one job
 //	POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs every failed or cancelled job of the run's latest attempt
 //	GET  /repos/{owner}/{repo}/actions/runs/{run_id}/jobs             the jobs of the run's latest attempt (or of all)
+//	GET  /repos/{owner}/{repo}/actions/jobs/{job_id}                  one job, of any attempt
 //
 // A re-run starts a new attempt of the workflow run: each re-run job is queued
 // again as a new job (a new id, the run's next run_attempt) and its `queued`
@@ -47,6 +48,29 @@ func (s *Server) rerunRoutes() {
 	s.handle("POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun", s.authed(s.rerunJob))
 	s.handle("POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", s.authed(s.rerunFailedJobs))
 	s.handle("GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs", s.authed(s.runJobs))
+	s.handle("GET /repos/{owner}/{repo}/actions/jobs/{job_id}", s.authed(s.getJob))
+}
+
+// getJob: GET /repos/{owner}/{repo}/actions/jobs/{job_id} — one job, of any
+// attempt; 404 for a job not in the repository of the path.
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("job_id"), 10, 64)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.mu.Lock()
+	j, ok := s.jobs[id]
+	var job Job
+	if ok && sameRepo(j.Repository, r) {
+		job = *j
+	}
+	s.mu.Unlock()
+	if job.ID == 0 {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, s.workflowJobPayload(job)["workflow_job"])
 }
 
 // runJobs: GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs — the jobs of

@@ -73,6 +73,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
@@ -278,6 +279,7 @@ func (l *Loop) build(ctx context.Context) error {
 	hopts := []webhook.Option{webhook.WithLogger(l.opts.Log),
 		webhook.WithQueueWaits(queuewait.New(l.opts.DB, l.opts.Table, clock.RealClock{})),
 		webhook.WithFailures(rerun.NewStore(l.opts.DB, l.opts.Table)),
+		webhook.WithRoster(roster.NewStore(l.opts.DB, l.opts.Table)),
 		webhook.WithGroupAccess(groupaccess.NewStore(l.opts.DB, l.opts.Table))}
 	if l.opts.WebhookMetrics != nil {
 		metrics, err := emf.NewWriter(l.opts.WebhookMetrics, "")
@@ -426,7 +428,8 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	store := reservation.New(l.opts.DB, l.opts.Table, clk)
 	rec, err := reconcile.New(cfg, kube, l.gh, clk, l.opts.Log, reconcile.Options{GitHubURL: l.ghURL,
 		RegistrationTimeout: l.opts.RegistrationTimeout, Metrics: l.emf, JobLinks: store, Queued: store, IdleConfirmation: l.opts.IdleConfirmation,
-		RunnerListMaxAge: ScaledRunnerListMaxAge(l.opts.SweepEvery), Reruns: rerun.NewStore(l.opts.DB, l.opts.Table)})
+		RunnerListMaxAge: ScaledRunnerListMaxAge(l.opts.SweepEvery), Reruns: rerun.NewStore(l.opts.DB, l.opts.Table),
+		Roster: roster.NewStore(l.opts.DB, l.opts.Table)})
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 )
@@ -143,7 +144,8 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	store := reservation.New(c.DynamoDB, cfg.TableName, env.Clock, reservation.WithPools(func(name string) bool { return pools.Pool(name) != nil }))
 	rec, err := reconcile.New(pools, kc, gh, env.Clock, env.Log, reconcile.Options{GitHubURL: cfg.RunnerGitHubURL,
 		Metrics: metrics, Deployment: cfg.TableName, JobLinks: store, Queued: store, IdleConfirmation: cfg.IdleConfirmation,
-		RunnerListMaxAge: cfg.RunnerListMaxAge, Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName)})
+		RunnerListMaxAge: cfg.RunnerListMaxAge, Reruns: rerun.NewStore(c.DynamoDB, cfg.TableName),
+		Roster: roster.NewStore(c.DynamoDB, cfg.TableName)})
 	if err != nil {
 		return nil, err
 	}

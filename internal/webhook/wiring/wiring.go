@@ -22,6 +22,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/webhook"
 )
 
@@ -102,7 +103,8 @@ func FromEnv(ctx context.Context, env Env) (*webhook.Handler, error) {
 		return nil, err
 	}
 	opts := []webhook.Option{webhook.WithLogger(log), webhook.WithMetrics(metrics),
-		webhook.WithFailures(rerun.NewStore(c.DynamoDB, cfg.TableName))}
+		webhook.WithFailures(rerun.NewStore(c.DynamoDB, cfg.TableName)),
+		webhook.WithRoster(roster.NewStore(c.DynamoDB, cfg.TableName))}
 	if cfg.SweeperFunctionName != "" {
 		opts = append(opts, webhook.WithNudger(nudge.NewLambda(c.Lambda, cfg.SweeperFunctionName)))
 	}
