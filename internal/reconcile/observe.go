@@ -111,10 +111,13 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 	}
 	pods.Items = slices.DeleteFunc(pods.Items, func(o corev1.Pod) bool { return !r.ours(o.ObjectMeta) })
 	stss.Items = slices.DeleteFunc(stss.Items, func(o appsv1.StatefulSet) bool { return !r.ours(o.ObjectMeta) })
+	// A StatefulSet's pod is the one it controls under its one pod name: a pod
+	// of another name claiming it as its controller (which anyone who can
+	// create pods can write) is not its runner's pod.
 	byOwner := map[string]*corev1.Pod{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		if ref := metav1.GetControllerOf(pod); ref != nil {
+		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "StatefulSet" && pod.Name == runnerpod.PodName(ref.Name) {
 			byOwner[string(ref.UID)] = pod
 		}
 	}

@@ -1,0 +1,53 @@
+package reconcile
+
+import (
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// TestPodClaimingARunnersStatefulSetIsNotItsPod: a pod that names a runner's
+// StatefulSet as its controller under another name than the StatefulSet's
+// pod — forged by someone who can create pods, with a runner container that
+// finished — is not taken for the runner's pod: the runner is observed with
+// its own pod, running. (On a cluster the StatefulSet controller releases
+// such a pod within moments; the sweep must not act on it meanwhile.)
+func TestPodClaimingARunnersStatefulSetIsNotItsPod(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte("pools:\n  - name: p\n    organization: acme\n    labels: [big]\n    maxReplicas: 2\n    kubernetes: {namespace: ns, image: runner:1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{runnerpod.LabelPool: "p"},
+			Annotations: map[string]string{runnerpod.AnnotationDeployment: "d"}}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: mark("p-bcdfg")}
+	sts.UID = "sts-uid"
+	controller := true
+	owned := func(name string, state corev1.ContainerState) *corev1.Pod {
+		pod := &corev1.Pod{ObjectMeta: mark(name), Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{{Name: runnerpod.ContainerName, State: state}}}}
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: sts.Name, UID: sts.UID, Controller: &controller}}
+		return pod
+	}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	real := owned("p-bcdfg-0", corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Minute))}})
+	forged := owned("p-bcdfg-zz", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
+		FinishedAt: metav1.NewTime(now)}})
+	r := &Reconciler{kube: fake.NewClientset(sts, real, forged), opts: Options{Deployment: "d", RegistrationTimeout: 10 * time.Minute}}
+	runners, _, err := r.observe(t.Context(), cfg.Pool("p"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runners) != 1 || runners[0].pod == nil || runners[0].pod.Name != real.Name {
+		t.Fatalf("runners %+v, want p-bcdfg with its own pod %s", runners, real.Name)
+	}
+}
