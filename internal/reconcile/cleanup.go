@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
@@ -93,6 +94,13 @@ func (r *Reconciler) cleanupDue(s *sweep, g grown) bool {
 // an orphaned one. done is false when the Secret must be looked at again.
 func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Secret, sts *appsv1.StatefulSet) (bool, error) {
 	if sts != nil {
+		still, err := r.stillThere(ctx, sts)
+		if err != nil || !still {
+			// Gone or going since the sweep looked (deleted with
+			// --cascade=orphan, perhaps): owned by it, the Secret would go with
+			// it, under its pod's runner. The next cleanup sees what is left.
+			return false, err
+		}
 		runnerpod.Own(sec, sts)
 		if _, err := r.kube.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 			return false, fmt.Errorf("adopting secret %s: %w", sec.Name, err)
@@ -103,6 +111,24 @@ func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Se
 		return false, nil // a sweeper whose lease lapsed may still be creating it
 	}
 	return r.releaseSecret(ctx, s, sec)
+}
+
+// stillThere: sts exists as the sweep saw it (same UID) and is not being
+// deleted, as read now (a list by name: the sweeper's Role has no
+// statefulsets/get). Between this read and the adoption a deletion can still
+// come; the window is one request long.
+func (r *Reconciler) stillThere(ctx context.Context, sts *appsv1.StatefulSet) (bool, error) {
+	list, err := r.kube.AppsV1().StatefulSets(sts.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", sts.Name).String()})
+	if err != nil {
+		return false, fmt.Errorf("reading statefulset %s before adopting its secret: %w", sts.Name, err)
+	}
+	for _, cur := range list.Items {
+		if cur.UID == sts.UID && cur.DeletionTimestamp == nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // releaseSecret finishes an orphaned Secret's runner through the graceful

@@ -72,6 +72,9 @@ type env struct {
 	// raw is a client of the API server that counts and fails nothing (the
 	// test playing the kubelet).
 	raw kubernetes.Interface
+	// before, when set, runs before each request the reconciler sends (what
+	// another writer does at that moment).
+	before atomic.Pointer[func(*http.Request)]
 }
 
 // jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs).
@@ -179,6 +182,9 @@ type faultyTransport struct {
 }
 
 func (f faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if before := f.e.before.Load(); before != nil {
+		(*before)(req)
+	}
 	if req.Method == http.MethodGet {
 		f.e.reads.Add(1)
 		return f.rt.RoundTrip(req)

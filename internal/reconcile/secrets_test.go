@@ -173,3 +173,50 @@ func requestBody(req *http.Request) string {
 	b, _ := io.ReadAll(rc)
 	return string(b)
 }
+
+// TestCleanupAdoptsNoSecretForAStatefulSetGoneSinceTheSweepLooked: a runner's
+// StatefulSet deleted with --cascade=orphan after the sweep observed it and
+// before its cleanup lists the Secrets leaves an ownerless Secret whose
+// StatefulSet the sweep still holds; cleanup must not make that Secret the
+// gone StatefulSet's again (the garbage collector would delete it under the
+// orphaned pod's runner): the Secret stays ownerless, for the orphan's stop.
+func TestCleanupAdoptsNoSecretForAStatefulSetGoneSinceTheSweepLooked(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, false)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	e.start(name)
+	e.status.LastCleanup = time.Time{} // cleanup due in the next sweep
+	var once sync.Once
+	orphan := func(req *http.Request) {
+		if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/secrets") {
+			return
+		}
+		once.Do(func() {
+			policy := metav1.DeletePropagationOrphan
+			if err := e.raw.AppsV1().StatefulSets(e.ns).Delete(t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+				t.Errorf("deleting statefulset %s with --cascade=orphan: %v", name, err)
+				return
+			}
+			err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+				sec, err := e.raw.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+				return err == nil && len(sec.OwnerReferences) == 0, err
+			})
+			if err != nil {
+				t.Errorf("the garbage collector never orphaned secret %s: %v", name, err)
+			}
+		})
+	}
+	e.before.Store(&orphan)
+	if err := e.sweep(1, time.Time{}); err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	e.before.Store(nil)
+	sec, err := e.raw.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("secret of the orphaned runner: %v", err)
+	}
+	if len(sec.OwnerReferences) != 0 {
+		t.Fatalf("secret %s was given owners %v: the StatefulSet is gone, and the garbage collector deletes it", name, sec.OwnerReferences)
+	}
+}
