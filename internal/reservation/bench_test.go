@@ -100,9 +100,6 @@ func BenchmarkSweepRead(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := s.Active(ctx, "p"); err != nil { // reads the index marker once, as a warm sweeper has
-		b.Fatal(err)
-	}
 	completed := 0
 	for _, n := range []int{1_000, 10_000} {
 		if err := concurrently(n-completed, func(i int) error {
@@ -112,19 +109,6 @@ func BenchmarkSweepRead(b *testing.B) {
 		}
 		completed = n
 		b.Run(fmt.Sprintf("completed=%d", n), func(b *testing.B) {
-			b.Run("full-partition", func(b *testing.B) {
-				var rcu, items float64
-				for b.Loop() {
-					rcu, items = meter.measure(func() {
-						out, err := s.query(ctx, partitionQuery(name, "p", clk.Now()), "p")
-						if err != nil || len(out) != benchActive {
-							b.Fatalf("full-partition query: %d items, %v; want %d", len(out), err, benchActive)
-						}
-					})
-				}
-				b.ReportMetric(rcu, "RCU/sweep")
-				b.ReportMetric(items, "items-read/sweep")
-			})
 			b.Run("active-index", func(b *testing.B) {
 				var rcu, items float64
 				for b.Loop() {

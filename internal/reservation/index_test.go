@@ -45,12 +45,11 @@ func (m *meteredDB) Query(ctx context.Context, in *dynamodb.QueryInput, opts ...
 }
 
 func (m *meteredDB) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
-	if sk := in.Key[table.SortKey].(*types.AttributeValueMemberS).Value; sk != table.IndexMarkerSK {
-		id, _ := strconv.ParseInt(sk[len(table.JobSKPrefix):], 10, 64)
-		m.mu.Lock()
-		m.gets = append(m.gets, id)
-		m.mu.Unlock()
-	}
+	sk := in.Key[table.SortKey].(*types.AttributeValueMemberS).Value
+	id, _ := strconv.ParseInt(sk[len(table.JobSKPrefix):], 10, 64)
+	m.mu.Lock()
+	m.gets = append(m.gets, id)
+	m.mu.Unlock()
 	return m.Client.GetItem(ctx, in, opts...)
 }
 

@@ -102,13 +102,13 @@ func (s *Store) move(ctx context.Context, r Reservation, to string, why MoveReas
 			return false, err
 		}
 	}
-	names := map[string]string{"#state": "state", "#counted": "countedIn"}
-	values := map[string]types.AttributeValue{}
-	update := "REMOVE #counted"
+	names := map[string]string{"#state": "state", "#counted": "countedIn", "#version": versionAttr}
+	values := map[string]types.AttributeValue{":one": table.Num(1)}
+	update := "REMOVE #counted ADD #version :one"
 	if to != r.Pool {
 		names["#why"] = "movedBy"
 		values[":to"], values[":why"] = table.Str(to), table.Str(string(why))
-		update = "SET #counted = :to, #why = :why"
+		update = "SET #counted = :to, #why = :why ADD #version :one"
 	}
 	cond := "attribute_exists(#state) AND attribute_not_exists(#counted)"
 	if r.CountedIn != "" {
@@ -160,23 +160,6 @@ func (s *Store) putPointer(ctx context.Context, r Reservation, pool string) erro
 		return fmt.Errorf("pointing pool %s at job %d of pool %s: %w", pool, r.JobID, r.Pool, err)
 	}
 	return nil
-}
-
-// jobUpdate is the part of a SET clause that keeps d's labels and scope on the
-// job's item, for a spill to check that another pool takes the job; empty when
-// d has no labels. It adds the names and values it uses.
-func jobUpdate(d Delivery, names map[string]string, values map[string]types.AttributeValue) string {
-	if len(d.Labels) == 0 {
-		return ""
-	}
-	labels := make([]types.AttributeValue, len(d.Labels))
-	for i, l := range d.Labels {
-		labels[i] = table.Str(l)
-	}
-	names["#labels"], names["#org"], names["#ent"] = "labels", "organization", "enterprise"
-	values[":labels"] = &types.AttributeValueMemberL{Value: labels}
-	values[":org"], values[":ent"] = table.Str(d.Organization), table.Str(d.Enterprise)
-	return ", #labels = :labels, #org = :org, #ent = :ent"
 }
 
 // Job is the job as routing sees it: its repository, scope and labels.

@@ -17,17 +17,16 @@ import (
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
-// readPaths are the two ways Active reads a pool's own jobs: the whole
-// partition during the index's migration window, and the index after it.
+// readPaths are the ways Active reads a pool's own jobs: the index.
 var readPaths = []struct {
 	name   string
 	window time.Duration
-}{{"partition", time.Hour}, {"index", 0}}
+}{{"index", 0}}
 
 func newStoreWindow(t *testing.T, window time.Duration) *reservation.Store {
 	t.Helper()
 	db, name := testenv.Table(t)
-	return reservation.New(db, name, clocktesting.NewFakePassiveClock(t0), reservation.WithMigrationWindow(window))
+	return reservation.New(db, name, clocktesting.NewFakePassiveClock(t0))
 }
 
 // in is delivery d routed to pool.
@@ -246,14 +245,14 @@ func TestCountedInARemovedPoolCountsAtHome(t *testing.T) {
 			t.Parallel()
 			db, name := testenv.Table(t)
 			clk := clocktesting.NewFakePassiveClock(t0)
-			s := reservation.New(db, name, clk, reservation.WithMigrationWindow(path.window))
+			s := reservation.New(db, name, clk)
 			record(t, s, in("linux", delivery(1, reservation.Queued)), reservation.Applied)
 			if !spill(t, s, activeJob(t, s, "linux"), "linux", "big") {
 				t.Fatal("spill did not move the job")
 			}
 			wantCounted(t, s, "spilled to big", "big")
 			known := func(p string) bool { return p != "big" }
-			after := reservation.New(db, name, clk, reservation.WithMigrationWindow(path.window), reservation.WithPools(known))
+			after := reservation.New(db, name, clk, reservation.WithPools(known))
 			if got := counted(t, after, "linux", "gpu"); !slices.Equal(got, []string{"linux"}) {
 				t.Fatalf("with big removed, job 1 counted in %v, want [linux]", got)
 			}
@@ -270,7 +269,7 @@ func TestSpilledJobHeldForApprovalCountsOnceWhenReleased(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakePassiveClock(t0)
-	s := reservation.New(db, name, clk, reservation.WithMigrationWindow(0))
+	s := reservation.New(db, name, clk)
 	record(t, s, in("linux", gatedDelivery(1, "q1")), reservation.Applied)
 	if !spill(t, s, activeJob(t, s, "linux"), "linux", "big") {
 		t.Fatal("spill did not move the job")

@@ -1,9 +1,12 @@
 // Package reservation keeps one capacity reservation per workflow job per pool in
 // DynamoDB (PK=POOL#<pool>, SK=JOB#<jobId>).
 //
-// A job's state only moves forward — queued < in_progress < completed — through a
-// single conditional UpdateItem, so redelivered and reordered deliveries are
-// harmless: a `completed` that arrives first creates a completed item and the late
+// A job's life is one pure function, transition (lifecycle.go): the job's item
+// as read and one delivery in, the item after it and what the delivery did
+// out. The store reads the item, decides, and writes the result with one
+// conditional UpdateItem whose condition is the item as read (write.go).
+// A job's state only moves forward — queued < in_progress < completed — so
+// redelivered and reordered deliveries are harmless: a `completed` that arrives first creates a completed item and the late
 // `queued` changes nothing; a redelivery of the same state changes nothing. This is
 // stricter than ARC v0.22, which removed the oldest reservation on any `completed`
 // and double-counted a redelivered `queued`.
@@ -187,6 +190,8 @@ type Reservation struct {
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
+	// Version counts the writes to the item (write.go).
+	Version int64 `dynamodbav:"version"`
 }
 
 // Outcome says what Record did.
@@ -222,12 +227,6 @@ func (o Outcome) String() string {
 	return "stale"
 }
 
-// tooOld reports whether a delivery in state, of a job created at created, is a
-// `queued` that comes after the job's item may be gone.
-func (s *Store) tooOld(state State, created, now time.Time) bool {
-	return state == Queued && !created.IsZero() && now.Sub(created) > s.retention
-}
-
 // API is the part of the DynamoDB client the store uses.
 type API interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
@@ -243,8 +242,6 @@ type Store struct {
 	table     string
 	clock     clock.PassiveClock
 	retention time.Duration
-	// migration is the state of the one-off migration to the active index (migrate.go).
-	migration migration
 	// known reports whether a pool is configured (WithPools); nil: every pool is.
 	known func(pool string) bool
 }
@@ -253,92 +250,13 @@ type Store struct {
 type Option func(*Store)
 
 // New returns a store over tableName. The clock decides effective and expiration
-// times, and when the migration window ends.
+// times.
 func New(db API, tableName string, clk clock.PassiveClock, opts ...Option) *Store {
-	s := &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention, migration: migration{window: DefaultMigrationWindow}}
+	s := &Store{db: db, table: tableName, clock: clk, retention: DefaultRetention}
 	for _, o := range opts {
 		o(s)
 	}
 	return s
-}
-
-// Record applies d if it moves the job's state forward. The effective time is set
-// when the item is created (the first delivery seen) and changed only by the
-// release of a held job; the expiration time is restarted by every delivery
-// that moves the state forward, and by a release. The same write puts the item in the active index
-// (queued, in_progress) or takes it out (completed), so the index follows the
-// state under the same condition, and so do the runner that took the job (when
-// d names one) and the delivery's place in the job's trail (Trail): a stale
-// delivery changes none of them. A `queued` of a job created more than the
-// retention ago is TooOld, with nothing written, unless it releases a held job.
-// Errors are DynamoDB failures after the SDK's retries; the caller should report
-// them so GitHub can redeliver.
-//
-// A `waiting` holds the job, and a later distinct `queued` releases it
-// (approval.go).
-func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
-	switch d.State {
-	case Waiting:
-		return s.hold(ctx, d)
-	case Queued:
-		return s.recordQueued(ctx, d)
-	}
-	return s.recordForward(ctx, d)
-}
-
-// recordForward is the conditional write that creates the job's item or moves
-// its state forward.
-func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) {
-	now := s.clock.Now()
-	expiration := now.Add(d.Duration)
-	ttlBase := expiration
-	update := "SET #state = :state, #amount = :amount, #exp = :exp, #ttl = :ttl, " +
-		"#eff = if_not_exists(#eff, :now), #pool = :pool, #job = :job, #run = :run, #repo = :repo, #delivery = :delivery"
-	values := map[string]types.AttributeValue{
-		":state":    table.Num(int64(d.State)),
-		":amount":   table.Num(int64(d.Amount)),
-		":exp":      table.Millis(expiration),
-		":now":      table.Millis(now),
-		":pool":     table.Str(d.Pool),
-		":job":      table.Num(d.JobID),
-		":run":      table.Num(d.RunID),
-		":repo":     table.Str(d.Repository),
-		":delivery": table.Str(d.DeliveryID),
-	}
-	names := map[string]string{
-		"#state": "state", "#amount": "amount", "#exp": "expirationTime", "#ttl": table.TTLAttribute,
-		"#eff": "effectiveTime", "#pool": "pool", "#job": "jobId", "#run": "runId", "#repo": "repository",
-		"#delivery": "deliveryId", "#active": table.ActiveKey,
-	}
-	update += trailUpdate(d, now, names, values)
-	update += jobUpdate(d, names, values)
-	if d.State == Queued && d.AwaitsApproval {
-		names["#wait"], ttlBase = "seenWaiting", now.Add(MaxApprovalWait)
-		update += ", #wait = :seen"
-	}
-	if d.State == Completed {
-		ttlBase = now
-		update += " REMOVE #active"
-	} else {
-		update += ", #active = :active"
-		values[":active"] = table.Str(table.PoolPK(d.Pool))
-	}
-	values[":ttl"] = table.Num(ttlBase.Add(s.retention).Unix())
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       table.Key(table.PoolPK(d.Pool), table.JobSK(d.JobID)),
-		UpdateExpression:          aws.String(update),
-		ConditionExpression:       aws.String("attribute_not_exists(#state) OR #state < :state"),
-		ExpressionAttributeNames:  names,
-		ExpressionAttributeValues: values,
-	})
-	switch {
-	case table.ConditionFailed(err):
-		return Stale, nil
-	case err != nil:
-		return 0, fmt.Errorf("recording %s of job %d in pool %s: %w", d.State, d.JobID, d.Pool, err)
-	}
-	return Applied, nil
 }
 
 // Active returns the reservations that hold capacity in the pool now: state
@@ -353,14 +271,8 @@ func (s *Store) recordForward(ctx context.Context, d Delivery) (Outcome, error) 
 // deliveries asked for this sweep: each one the index lacks is read from the table
 // with a strongly consistent GetItem (and returned if it holds capacity). So is
 // each job the index shows counted in another pool: it may have moved home.
-//
-// During the migration to the index (migrate.go) it reads whole partitions with
-// strong consistency instead, and misses nothing.
 func (s *Store) Active(ctx context.Context, pool string, nudged ...int64) ([]Reservation, error) {
 	now := s.clock.Now()
-	if rs, answered, err := s.migrating(ctx, pool, now); answered {
-		return rs, err
-	}
 	items, err := s.query(ctx, indexQuery(s.table, pool, now), pool)
 	if err != nil {
 		return nil, err
@@ -421,9 +333,8 @@ func (s *Store) countedHere(rs []Reservation, pool string) []Reservation {
 // every pool is taken to exist.
 func WithPools(known func(pool string) bool) Option { return func(s *Store) { s.known = known } }
 
-// indexQuery reads the pool's entries in the active index; the filter drops jobs
-// whose reservation expired (lost `completed`), completed items that kept the
-// attribute because an older webhook recorded their completion, and held jobs.
+// indexQuery reads the pool's entries in the active index, but jobs whose
+// reservation expired (lost `completed`) and held ones.
 func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(tableName),
@@ -441,16 +352,12 @@ func indexQuery(tableName, pool string, now time.Time) *dynamodb.QueryInput {
 }
 
 // activeFilter sets in's filter to the reservations that hold capacity at now:
-// unfinished, not expired, not held for an approval (Held).
+// not expired, not held for an approval (the held mark write.go derives from
+// Held). The index holds unfinished jobs only.
 func activeFilter(in *dynamodb.QueryInput, now time.Time) {
-	in.FilterExpression = aws.String("#state < :completed AND #exp > :now AND NOT (" + heldCondition + ")")
-	for k, v := range map[string]string{"#state": "state", "#exp": "expirationTime", "#wait": "seenWaiting", "#qids": "queuedDeliveries"} {
-		in.ExpressionAttributeNames[k] = v
-	}
-	for k, v := range map[string]types.AttributeValue{":completed": table.Num(int64(Completed)), ":now": table.Millis(now),
-		":queued": table.Num(int64(Queued)), ":releasedAt": table.Num(releasedAt)} {
-		in.ExpressionAttributeValues[k] = v
-	}
+	in.FilterExpression = aws.String("#exp > :now AND attribute_not_exists(#held)")
+	in.ExpressionAttributeNames["#exp"], in.ExpressionAttributeNames["#held"] = "expirationTime", heldAttr
+	in.ExpressionAttributeValues[":now"] = table.Millis(now)
 }
 
 // get reads one job item with strong consistency; ok is false if there is none.
@@ -504,10 +411,10 @@ func (s *Store) Extend(ctx context.Context, pool string, jobID int64, until time
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(pool), table.JobSK(jobID)),
-		UpdateExpression:    aws.String("SET #exp = :until, #ttl = :ttl ADD #ext :one"),
+		UpdateExpression:    aws.String("SET #exp = :until, #ttl = :ttl ADD #ext :one, #version :one"),
 		ConditionExpression: aws.String("#state = :queued AND #exp < :until"),
 		ExpressionAttributeNames: map[string]string{
-			"#exp": "expirationTime", "#ttl": table.TTLAttribute, "#state": "state", "#ext": "extensions",
+			"#exp": "expirationTime", "#ttl": table.TTLAttribute, "#state": "state", "#ext": "extensions", "#version": versionAttr,
 		},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":until":  table.Millis(until),

@@ -58,26 +58,6 @@ func (r Reservation) Trail() []Seen {
 	return out
 }
 
-// trailUpdate is the part of Record's SET clause that records the delivery in the
-// job's trail and, when it names one, the runner that took the job. It adds the
-// names and values it uses.
-func trailUpdate(d Delivery, now time.Time, names map[string]string, values map[string]types.AttributeValue) string {
-	names["#seen"] = seenAttribute(d.State)
-	values[":seen"] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-		"id": table.Str(d.DeliveryID), "at": table.Millis(now),
-	}}
-	update := ", #seen = :seen"
-	if d.RunnerID != 0 {
-		names["#runnerId"], values[":runnerId"] = "runnerId", table.Num(d.RunnerID)
-		update += ", #runnerId = :runnerId"
-	}
-	if d.RunnerName != "" {
-		names["#runnerName"], values[":runnerName"] = "runnerName", table.Str(d.RunnerName)
-		update += ", #runnerName = :runnerName"
-	}
-	return update
-}
-
 // Job reads one job's item with strong consistency, whatever its state; ok is
 // false when the pool has no item for the job (never seen, or removed by TTL a
 // day after it stopped mattering).

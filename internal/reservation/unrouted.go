@@ -37,7 +37,7 @@ type Unrouted struct {
 // Record would find TooOld is not kept. Errors are DynamoDB failures.
 func (s *Store) RecordUnrouted(ctx context.Context, u Unrouted) error {
 	now := s.clock.Now()
-	if s.tooOld(u.State, u.Created, now) {
+	if (lifecycle{now: now, retention: s.retention}).tooOld(Delivery{State: u.State, Created: u.Created}) {
 		return nil
 	}
 	labels, err := attributevalue.Marshal(u.Labels)

@@ -21,7 +21,6 @@ import (
 //	ROSTER#<pool>     <runner>             a runner this deployment created (roster)
 //	DIED#<runner>     DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
-//	TABLE             INDEX#active         the active index's marker (reservation)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
 //	DRAIN             DRAIN                the teardown's drain mark (drain)
@@ -118,8 +117,6 @@ const (
 	StatusSK = "STATUS"
 	// LeaseSK is the pool's lease item, in SweepPK.
 	LeaseSK = "LEASE"
-	// IndexMarkerSK is the active index's marker, in DeploymentPK.
-	IndexMarkerSK = "INDEX#" + ActiveIndex
 	// DeliveryLogSK is the last look at the webhook's delivery log, in DeploymentPK.
 	DeliveryLogSK = "WEBHOOK#deliveries"
 	// RunnerReleasesSK is what the daily check saw of actions/runner's releases, in DeploymentPK.

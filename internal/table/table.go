@@ -36,13 +36,6 @@ const (
 	ActiveKey   = "activePK"
 )
 
-// IndexedSince is the attribute of the index marker (PK=DeploymentPK,
-// SK=IndexMarkerSK) that records, in epoch milliseconds, since when every
-// reservation written carries ActiveKey while it is unfinished. Create writes 0: a
-// table created with the index has no older items. In AWS the first sweep after
-// the upgrade writes its own time (package reservation).
-const IndexedSince = "since"
-
 // Definition is the table's schema as CreateTable takes it (on-demand billing);
 // the SAM template must declare the same.
 func Definition(name string) *dynamodb.CreateTableInput {
@@ -101,17 +94,6 @@ func Create(ctx context.Context, api CreateAPI, name string) error {
 		return aws.ToString(i.IndexName) == ActiveIndex
 	}) {
 		return fmt.Errorf("table %s has no index %q: it was created by an older version; delete it", name, ActiveIndex)
-	}
-	marker := Key(DeploymentPK, IndexMarkerSK)
-	marker[IndexedSince] = Num(0)
-	_, err = api.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                aws.String(name),
-		Item:                     marker,
-		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-		ExpressionAttributeNames: map[string]string{"#pk": PartitionKey},
-	})
-	if err != nil && !ConditionFailed(err) {
-		return fmt.Errorf("marking table %s indexed: %w", name, err)
 	}
 	return nil
 }

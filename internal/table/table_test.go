@@ -65,8 +65,7 @@ func TestConditionalPutAndQuery(t *testing.T) {
 }
 
 // TestCreateMakesTheActiveIndex: the table has the sparse index the sweeper reads,
-// keyed as the code says, with every attribute projected, and the marker that
-// says every item carries the index attribute from the start.
+// keyed as the code says, with every attribute projected.
 func TestCreateMakesTheActiveIndex(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
@@ -85,14 +84,6 @@ func TestCreateMakesTheActiveIndex(t *testing.T) {
 	if keys[types.KeyTypeHash] != table.ActiveKey || keys[types.KeyTypeRange] != table.SortKey ||
 		gsis[0].Projection.ProjectionType != types.ProjectionTypeAll {
 		t.Fatalf("index keys %v, projection %s; want %s/%s, ALL", keys, gsis[0].Projection.ProjectionType, table.ActiveKey, table.SortKey)
-	}
-	marker, err := db.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(name), ConsistentRead: aws.Bool(true),
-		Key: table.Key(table.DeploymentPK, table.IndexMarkerSK)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, ok := marker.Item[table.IndexedSince].(*types.AttributeValueMemberN); !ok || v.Value != "0" {
-		t.Fatalf("index marker %v, want since 0", marker.Item)
 	}
 }
 
