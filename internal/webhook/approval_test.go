@@ -40,14 +40,14 @@ func TestApprovalGate(t *testing.T) {
 			{"d-q1", queuedFirst, "queued job 12877621891: stale for pool elastic", 0, 1},
 			{"d-q2", approved, "queued job 12877621891: released for pool elastic", 1, 2},
 			{"d-q2", approved, "queued job 12877621891: stale for pool elastic", 1, 2},
-		}, []string{webhook.OutcomeApplied, webhook.OutcomeHeld, webhook.OutcomeStale, webhook.OutcomeStale,
-			webhook.OutcomeReleased, webhook.OutcomeStale}},
+		}, []string{"applied", "held", "stale", "stale",
+			"released", "stale"}},
 		{"first queued says waiting", []approvalStep{
 			{"d-q1", waitingFirst, "queued job 12877621891: held for pool elastic", 0, 0},
 			{"d-w", waiting, "waiting job 12877621891: stale for pool elastic", 0, 0},
 			{"d-q2", approved, "queued job 12877621891: released for pool elastic", 1, 1},
 			{"d-q1", waitingFirst, "queued job 12877621891: stale for pool elastic", 1, 1},
-		}, []string{webhook.OutcomeHeld, webhook.OutcomeStale, webhook.OutcomeReleased, webhook.OutcomeStale}},
+		}, []string{"held", "stale", "released", "stale"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -150,8 +150,8 @@ func TestRoutingSkipsPoolsWhoseGroupRefusesTheRepository(t *testing.T) {
 	if len(us) != 1 || !strings.Contains(us[0].Reason, why) {
 		t.Fatalf("unrouted jobs %+v; want the gpu job, with why", us)
 	}
-	if line["outcome"] != webhook.OutcomeNoPool {
-		t.Fatalf("log line %v; want outcome %s", line, webhook.OutcomeNoPool)
+	if line["outcome"] != "no-pool" {
+		t.Fatalf("log line %v; want outcome %s", line, "no-pool")
 	}
 
 	resp, line = e.deliver(t, "d-plain", queued)

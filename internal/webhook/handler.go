@@ -149,7 +149,7 @@ func (h *Handler) Handle(ctx context.Context, req events.APIGatewayV2HTTPRequest
 		if err != nil {
 			resp = Response{http.StatusBadRequest, "body is flagged base64 but is not valid base64"}
 			h.log.WarnContext(ctx, "webhook delivery", "status", resp.Status, "reason", resp.Reason)
-			h.count(ctx, resp, nil)
+			h.count(ctx, resp, tally{})
 		}
 		body = decoded
 	}
@@ -182,7 +182,7 @@ func (h *Handler) Serve(ctx context.Context, hdr map[string]string, body []byte)
 	start := h.clock.Now()
 	event, delivery := header(hdr, "X-GitHub-Event"), header(hdr, "X-GitHub-Delivery")
 	log := h.log.With("delivery", delivery, "event", event)
-	resp, attrs := h.serve(ctx, event, delivery, header(hdr, "X-Hub-Signature-256"), body)
+	resp, attrs, t := h.serve(ctx, event, delivery, header(hdr, "X-Hub-Signature-256"), body)
 	level := slog.LevelInfo
 	if resp.Status >= 500 {
 		level = slog.LevelError
@@ -192,44 +192,53 @@ func (h *Handler) Serve(ctx context.Context, hdr map[string]string, body []byte)
 	attrs = append(attrs, slog.Int("status", resp.Status), slog.String("reason", resp.Reason),
 		slog.Duration("took", h.clock.Since(start)))
 	log.LogAttrs(ctx, level, "webhook delivery", attrs...)
-	h.count(ctx, resp, attrs)
+	h.count(ctx, resp, t)
 	return resp
 }
 
-func (h *Handler) serve(ctx context.Context, event, delivery, signature string, body []byte) (Response, []slog.Attr) {
-	if len(body) > h.maxBody {
-		return Response{http.StatusBadRequest, fmt.Sprintf("body is %d bytes, over the %d-byte limit", len(body), h.maxBody)}, nil
-	}
-	if signature == "" {
-		return Response{http.StatusUnauthorized, "missing X-Hub-Signature-256"}, nil
-	}
-	// go-github picks the hash from the prefix: without this check a valid sha1=
-	// signature would pass.
-	if !strings.HasPrefix(signature, "sha256=") {
-		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 is not a sha256= signature"}, nil
-	}
-	if err := github.ValidateSignature(signature, body, h.secret); err != nil {
-		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body"}, nil
+func (h *Handler) serve(ctx context.Context, event, delivery, signature string, body []byte) (Response, []slog.Attr, tally) {
+	if resp, ok := h.verify(body, signature); !ok {
+		return resp, nil, tally{}
 	}
 	switch event {
 	case "":
-		return Response{http.StatusBadRequest, "missing X-GitHub-Event"}, nil
+		return Response{http.StatusBadRequest, "missing X-GitHub-Event"}, nil, tally{}
 	case "ping":
 		if !json.Valid(body) {
-			return Response{http.StatusBadRequest, "body is not valid JSON"}, nil
+			return Response{http.StatusBadRequest, "body is not valid JSON"}, nil, tally{}
 		}
-		return Response{http.StatusOK, "pong"}, nil
+		return Response{http.StatusOK, "pong"}, nil, tally{}
 	case "workflow_job":
 		return h.workflowJob(ctx, delivery, body)
 	default:
-		return Response{http.StatusAccepted, "ignored: event " + event + " is not workflow_job"}, nil
+		return Response{http.StatusAccepted, "ignored: event " + event + " is not workflow_job"}, nil, tally{}
 	}
 }
 
-func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte) (Response, []slog.Attr) {
+// verify checks the body's size and its signature: ok is false, with the
+// answer, when either is wrong.
+func (h *Handler) verify(body []byte, signature string) (Response, bool) {
+	switch {
+	case len(body) > h.maxBody:
+		return Response{http.StatusBadRequest, fmt.Sprintf("body is %d bytes, over the %d-byte limit", len(body), h.maxBody)}, false
+	case signature == "":
+		return Response{http.StatusUnauthorized, "missing X-Hub-Signature-256"}, false
+	case !strings.HasPrefix(signature, "sha256="):
+		// go-github picks the hash from the prefix: without this check a valid
+		// sha1= signature would pass.
+		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 is not a sha256= signature"}, false
+	case github.ValidateSignature(signature, body, h.secret) != nil:
+		return Response{http.StatusUnauthorized, "X-Hub-Signature-256 does not match the body"}, false
+	}
+	return Response{}, true
+}
+
+// workflowJob handles a workflow_job delivery: its facts read, its plan
+// decided, the plan applied (plan.go).
+func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte) (Response, []slog.Attr, tally) {
 	job, err := parseJob(body)
 	if err != nil {
-		return Response{http.StatusBadRequest, err.Error()}, nil
+		return Response{http.StatusBadRequest, err.Error()}, nil, tally{}
 	}
 	attrs := []slog.Attr{slog.String("action", job.action), slog.Int64("job", job.id),
 		slog.String("repository", job.route.Repository), slog.Any("labels", job.route.Labels)}
@@ -238,122 +247,44 @@ func (h *Handler) workflowJob(ctx context.Context, delivery string, body []byte)
 	}
 	state, ok := reservation.ParseState(job.action)
 	if !ok {
-		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs
+		return Response{http.StatusAccepted, "ignored: action " + job.action + " reserves nothing"}, attrs, tally{}
 	}
+	f, notes, resp := h.facts(ctx, delivery, state, job)
+	attrs = append(attrs, notes...)
+	if resp != nil {
+		return *resp, attrs, tally{}
+	}
+	return h.apply(ctx, plan(f), attrs)
+}
+
+// facts reads what deciding the delivery needs: its pool by routing (and the
+// pool a group refusal would take it from after its first `queued`), and the
+// pool of the deployment's runner that took it. A failed read answers 503.
+func (h *Handler) facts(ctx context.Context, delivery string, state reservation.State, j job) (facts, []slog.Attr, *Response) {
 	var refused refusals
-	p, why := h.pools.Route(job.route, h.admission(ctx, &refused))
-	attrs = append(attrs, refused.notes...)
+	p, why := h.pools.Route(j.route, h.admission(ctx, &refused))
+	attrs := refused.notes
 	h.countRefusals(ctx, state, refused)
-	if home, err := h.homeBefore(ctx, state, refused, job.id); err != nil {
+	home, err := h.homeBefore(ctx, state, refused, j.id)
+	if err != nil {
 		attrs = append(attrs, slog.String("error", err.Error()))
-		return Response{http.StatusServiceUnavailable, "reading where the job was queued failed; redeliver later"}, attrs
-	} else if home != nil {
+		return facts{}, attrs, &Response{http.StatusServiceUnavailable, "reading where the job was queued failed; redeliver later"}
+	}
+	if home != nil {
 		p, why = home, ""
 		attrs = append(attrs, slog.String("homeBeforeGroupRefusal", home.Name))
 	}
 	if p != nil && why != "" {
 		attrs = append(attrs, slog.String("skipped", why))
 	}
-	d := reservation.Delivery{JobID: job.id, RunID: job.runID, Repository: job.route.Repository, DeliveryID: delivery,
-		State: state, RunnerID: job.runnerID, RunnerName: job.runnerName, Created: job.created,
-		AwaitsApproval: state == reservation.Queued && job.status == "waiting"}
-	if p != nil {
-		d.Pool = p.Name
-		d.Amount, d.Duration = p.Trigger()
-		d.Labels, d.Organization, d.Enterprise = job.route.Labels, job.route.Organization, job.route.Enterprise
-	}
-	linked, err := h.link(ctx, d)
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-		return Response{http.StatusServiceUnavailable, "storing the runner's job failed; redeliver later"}, attrs
-	}
-	if linked != nil {
-		attrs = append(attrs, slog.String("runnerPool", linked.Name))
-	}
-	if a, err := h.recordFailure(ctx, linked, state, job); err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-		return Response{http.StatusServiceUnavailable, "storing the failed job failed; redeliver later"}, attrs
-	} else if a.Key != "" {
-		attrs = append(attrs, a)
-	}
-	if p == nil {
-		attrs = append(attrs, slog.String("outcome", OutcomeNoPool))
-		if state != reservation.Waiting {
-			attrs = append(attrs, h.keepUnrouted(ctx, job, state, delivery, why)...)
+	var runnerPool *pool.Pool
+	if state >= reservation.InProgress && j.runnerName != "" {
+		if runnerPool, err = h.runnerPool(ctx, j.runnerName); err != nil {
+			attrs = append(attrs, slog.String("error", err.Error()))
+			return facts{}, attrs, &Response{http.StatusServiceUnavailable, "reading the deployment's runners failed; redeliver later"}
 		}
-		if ev, ok := nudgeFor(nil, linked, state, job); ok {
-			attrs = append(attrs, h.nudge(ctx, ev))
-		}
-		return Response{http.StatusAccepted, "no matching pool: " + why}, attrs
 	}
-	attrs = append(attrs, slog.String("pool", p.Name))
-	outcome, err := h.store.Record(ctx, d)
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-		return Response{http.StatusServiceUnavailable, "storing the reservation failed; redeliver later"}, attrs
-	}
-	attrs = append(attrs, slog.String("outcome", outcome.String()))
-	if outcome == reservation.TooOld {
-		return Response{http.StatusOK, fmt.Sprintf("%s job %d: stale: job created %s, over %s ago; not recorded for pool %s",
-			state, job.id, job.created.Format(time.RFC3339), hours(reservation.DefaultRetention), p.Name)}, attrs
-	}
-	moved, err := h.followRunner(ctx, p, linked, state, job)
-	if err != nil {
-		attrs = append(attrs, slog.String("error", err.Error()))
-		return Response{http.StatusServiceUnavailable, "moving the job's count to its runner's pool failed; redeliver later"}, attrs
-	}
-	attrs = append(attrs, moved...)
-	if state == reservation.InProgress && outcome == reservation.Applied {
-		attrs = append(attrs, h.queueWait(ctx, p.Name, job)...)
-	}
-	if ev, ok := nudgeFor(p, linked, state, job); ok && (outcome == reservation.Applied || outcome == reservation.Released) {
-		attrs = append(attrs, h.nudge(ctx, ev))
-	}
-	h.countApproval(ctx, p.Name, outcome)
-	return Response{http.StatusOK, fmt.Sprintf("%s job %d: %s for pool %s", state, job.id, outcome, p.Name)}, attrs
-}
-
-// link records which of this deployment's runners took the job (in_progress) or
-// finished it (completed), whatever pool the job was routed to, and returns that
-// runner's pool; nil, with nothing written, for a delivery that names no runner of
-// ours. The sweeper asks the link, right before it removes a runner, whether the
-// runner holds a job (package reconcile).
-func (h *Handler) link(ctx context.Context, d reservation.Delivery) (*pool.Pool, error) {
-	if d.State < reservation.InProgress || d.RunnerName == "" {
-		return nil, nil
-	}
-	rp, err := h.runnerPool(ctx, d.RunnerName)
-	if rp == nil || err != nil {
-		return nil, err
-	}
-	if _, err := h.store.RecordRunner(ctx, d); err != nil {
-		return nil, err
-	}
-	return rp, nil
-}
-
-// recordFailure keeps a job that failed or was cancelled on one of our runners
-// (in runnerPool), for the sweeper to decide whether its runner died under it
-// (package rerun). A failure to write fails the delivery, so GitHub redelivers.
-func (h *Handler) recordFailure(ctx context.Context, runnerPool *pool.Pool, state reservation.State, j job) (slog.Attr, error) {
-	if h.failures == nil || runnerPool == nil || state != reservation.Completed || !rerun.Failed(j.conclusion) {
-		return slog.Attr{}, nil
-	}
-	c := rerun.Candidate{Pool: runnerPool.Name, JobID: j.id, RunID: j.runID, RunAttempt: j.runAttempt,
-		Repository: j.route.Repository, Runner: j.runnerName, Conclusion: j.conclusion,
-		StartedMillis: unixMillis(j.started), CompletedMillis: unixMillis(j.completed)}
-	fresh, err := h.failures.Record(ctx, c, h.clock.Now())
-	if err != nil {
-		return slog.Attr{}, err
-	}
-	return slog.Bool("failureRecorded", fresh), nil
-}
-
-func unixMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
+	return facts{job: j, delivery: delivery, state: state, pool: p, why: why, runnerPool: runnerPool}, attrs, nil
 }
 
 // runnerPool is the pool of the deployment's runner name: the pool whose
@@ -376,30 +307,14 @@ func (h *Handler) runnerPool(ctx context.Context, name string) (*pool.Pool, erro
 	return nil, nil
 }
 
-// nudgeFor says whom a delivery nudges: a queued job its pool p, for its runner to
-// be created; a job completed on one of our runners that runner's pool (whatever
-// pool the job was routed to), so that the slot an ephemeral runner frees is
-// refilled at once and a runner whose stop waited for this job is unregistered
-// at once, before GitHub can hand it another job (the sweeper waits for the
-// runner's container to exit, and sweeps only while jobs wait for the pool or a
-// named runner is being stopped). A job completed on no runner of ours, and an
-// in_progress one, nudge nobody.
-func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) (sweepevent.Event, bool) {
-	switch {
-	case state == reservation.Queued && p != nil:
-		return sweepevent.Event{Pool: p.Name, Jobs: []int64{j.id}}, true
-	case state == reservation.Completed && runnerPool != nil:
-		return sweepevent.Event{Pool: runnerPool.Name, Finished: []string{j.runnerName}}, true
-	}
-	return sweepevent.Event{}, false
-}
-
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
-func (h *Handler) nudge(ctx context.Context, ev sweepevent.Event) slog.Attr {
+// A failed nudge is counted in t (NudgeFailures).
+func (h *Handler) nudge(ctx context.Context, ev sweepevent.Event, t *tally) slog.Attr {
 	if h.nudger == nil {
 		return slog.String("nudge", "off")
 	}
 	if err := h.nudger.Nudge(ctx, ev); err != nil {
+		t.nudgeFailed = true
 		return slog.String("nudge", "failed: "+err.Error())
 	}
 	return slog.String("nudge", "sent")

@@ -2,63 +2,58 @@ package webhook
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 )
 
-// Delivery outcomes: the Outcome dimension of the Deliveries metric.
+// Delivery outcomes, the Outcome dimension of the Deliveries metric, besides
+// reservation.Outcome's applied, stale, held and released.
 const (
-	OutcomeApplied      = "applied"      // the delivery moved its job forward
-	OutcomeStale        = "stale"        // duplicate or overtaken: nothing changed
-	OutcomeHeld         = "held"         // a `waiting` held its job for an approval: it holds no runner
-	OutcomeReleased     = "released"     // the approval's `queued` of a held job: it counts again
-	OutcomeNoPool       = "no-pool"      // a workflow_job no pool matches
-	OutcomeIgnored      = "ignored"      // ping, other events, actions that reserve nothing
-	OutcomeUnauthorized = "unauthorized" // 401: missing or wrong signature
-	OutcomeRejected     = "rejected"     // another 4xx: too large, not JSON, no id or labels
-	OutcomeUnavailable  = "unavailable"  // 503: the write failed; GitHub can redeliver
+	outcomeNoPool       = "no-pool"      // a workflow_job no pool matches
+	outcomeIgnored      = "ignored"      // ping, other events, actions that reserve nothing
+	outcomeUnauthorized = "unauthorized" // 401: missing or wrong signature
+	outcomeRejected     = "rejected"     // another 4xx: too large, not JSON, no id or labels
+	outcomeUnavailable  = "unavailable"  // 503: a read or write failed; GitHub can redeliver
 )
 
 // WithMetrics sets where the per-delivery metric record goes (default: none).
 func WithMetrics(w *emf.Writer) Option { return func(h *Handler) { h.metrics = w } }
 
-// outcomeOf classifies a delivery for the metrics from its response and the
-// attributes of its log line (outcome and nudge, as workflowJob sets them).
-func outcomeOf(resp Response, attrs []slog.Attr) (outcome string, nudgeFailed bool) {
-	for _, a := range attrs {
-		switch a.Key {
-		case "outcome":
-			outcome = a.Value.String()
-		case "nudge":
-			nudgeFailed = strings.HasPrefix(a.Value.String(), "failed")
-		}
-	}
+// tally is what a delivery's Deliveries record says: its outcome, as the step
+// that recorded it set it, and whether a nudge failed.
+type tally struct {
+	outcome     string
+	nudgeFailed bool
+}
+
+// of is t as the response finally answered: a 401, another 4xx or a 5xx
+// names its outcome whatever was recorded before it; an answer that recorded
+// nothing is ignored.
+func (t tally) of(resp Response) tally {
 	switch {
 	case resp.Status == http.StatusUnauthorized:
-		return OutcomeUnauthorized, false
+		return tally{outcome: outcomeUnauthorized}
 	case resp.Status >= 500:
-		return OutcomeUnavailable, false
+		return tally{outcome: outcomeUnavailable}
 	case resp.Status >= 400:
-		return OutcomeRejected, false
-	case outcome != "":
-		return outcome, nudgeFailed
+		return tally{outcome: outcomeRejected}
+	case t.outcome == "":
+		return tally{outcome: outcomeIgnored}
 	}
-	return OutcomeIgnored, false
+	return t
 }
 
 // count writes the delivery's metric record: Deliveries (1) and NudgeFailures
 // (0 or 1), under its Outcome.
-func (h *Handler) count(ctx context.Context, resp Response, attrs []slog.Attr) {
-	outcome, nudgeFailed := outcomeOf(resp, attrs)
+func (h *Handler) count(ctx context.Context, resp Response, t tally) {
+	t = t.of(resp)
 	failed := 0.0
-	if nudgeFailed {
+	if t.nudgeFailed {
 		failed = 1
 	}
-	err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Outcome": outcome},
+	err := h.metrics.Write(emf.Record{Time: h.clock.Now(), Dimensions: map[string]string{"Outcome": t.outcome},
 		Metrics: []emf.Metric{{Name: "Deliveries", Unit: emf.Count, Value: 1}, {Name: "NudgeFailures", Unit: emf.Count, Value: failed}}})
 	if err != nil {
 		h.log.WarnContext(ctx, "cannot write the delivery's metrics", "error", err)

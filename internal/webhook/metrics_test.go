@@ -122,8 +122,8 @@ func TestDeliveryMetricsAtLogLevelError(t *testing.T) {
 		got = append(got, rec.Outcome)
 		nudgeFailures += rec.NudgeFailures
 	}
-	want := []string{webhook.OutcomeApplied, webhook.OutcomeStale, webhook.OutcomeNoPool, webhook.OutcomeIgnored,
-		webhook.OutcomeUnauthorized, webhook.OutcomeRejected, webhook.OutcomeUnavailable}
+	want := []string{"applied", "stale", "no-pool", "ignored",
+		"unauthorized", "rejected", "unavailable"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("outcomes %v, want %v", got, want)
 	}

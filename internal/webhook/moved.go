@@ -18,21 +18,10 @@ import (
 // counts it while it runs, so the job its runner was created for gets another
 // runner: an in_progress that moved a job nudges runnerPool. The move is
 // repeated whole by a redelivery (a job already counted in runnerPool is not
-// moved), so a failure fails the delivery and GitHub redelivers.
-//
-// A job on a runner of its own pool is counted elsewhere only when its pool
-// spilled it (overflowTo); otherwise, and for a `completed`, which ends the
-// count wherever it is, such a delivery reads nothing. A runner named like a
-// pool that does not take the job (scope and labels, pool.Pool.Takes) is not
-// that pool's: GitHub gives none of its runners the job. Its count stays.
-func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, j job) ([]slog.Attr, error) {
-	if p == nil || runnerPool == nil || state < reservation.InProgress || !runnerPool.Takes(j.route) {
-		return nil, nil
-	}
-	if runnerPool.Name == p.Name && (state == reservation.Completed || p.OverflowTo == "") {
-		return nil, nil
-	}
-	from, moved, err := h.store.FollowRunner(ctx, p.Name, j.id, runnerPool.Name)
+// moved), so a failure fails the delivery and GitHub redelivers. Which
+// deliveries follow their runner is the plan's to say (follows).
+func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, job int64, t *tally) ([]slog.Attr, error) {
+	from, moved, err := h.store.FollowRunner(ctx, p.Name, job, runnerPool.Name)
 	if err != nil || !moved {
 		return nil, err
 	}
@@ -41,7 +30,7 @@ func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, st
 		h.countOnAnotherPoolsRunner(ctx, runnerPool.Name)
 	}
 	if state == reservation.InProgress {
-		attrs = append(attrs, h.nudge(ctx, sweepevent.Event{Pool: runnerPool.Name}))
+		attrs = append(attrs, h.nudge(ctx, sweepevent.Event{Pool: runnerPool.Name}, t))
 	}
 	return attrs, nil
 }
