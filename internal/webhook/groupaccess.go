@@ -143,3 +143,33 @@ func (h *Handler) homeBefore(ctx context.Context, state reservation.State, r ref
 	}
 	return nil, nil
 }
+
+// queuedElsewhere is, for a delivery after the job's first `queued` that
+// routing now gives p, a pool whose runner group is checked, the pool that
+// holds the job's item when p does not: the group admitted the job's
+// repository after the job was queued elsewhere, and its later deliveries
+// belong on that item, or it would count on there, as a job still queued,
+// after it ran. It looks through the other pools that take the job, in
+// routing order. nil when there is nothing to look for or no item elsewhere.
+// Errors are DynamoDB failures.
+func (h *Handler) queuedElsewhere(ctx context.Context, state reservation.State, p *pool.Pool, j job) (*pool.Pool, error) {
+	if state == reservation.Queued || p == nil || h.access == nil || !groupaccess.Checked(p) {
+		return nil, nil
+	}
+	if _, ok, err := h.store.Job(ctx, p.Name, j.id); err != nil || ok {
+		return nil, err
+	}
+	tried := map[string]bool{p.Name: true}
+	notTried := func(q *pool.Pool, _ pool.Job) (bool, string) { return !tried[q.Name], "tried" }
+	for next, _ := h.pools.Route(j.route, notTried); next != nil; next, _ = h.pools.Route(j.route, notTried) {
+		_, ok, err := h.store.Job(ctx, next.Name, j.id)
+		switch {
+		case err != nil:
+			return nil, err
+		case ok:
+			return next, nil
+		}
+		tried[next.Name] = true
+	}
+	return nil, nil
+}

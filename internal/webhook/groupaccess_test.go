@@ -260,3 +260,34 @@ func TestLaterDeliveriesFindTheJobWhereItWasQueued(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupAdmittingAfterTheQueuedCountsTheJobOnce: a job queued while inner's
+// group did not admit its repository is recorded for pool open; the group
+// then admits it, and routing now gives inner. The job's later deliveries are
+// recorded on its item in open, where it was queued: no second item in inner,
+// and once it completed neither pool counts it.
+func TestGroupAdmittingAfterTheQueuedCountsTheJobOnce(t *testing.T) {
+	t.Parallel()
+	e := newGroupEnv(t)
+	e.access.set("inner", groupaccess.Access{Visibility: groupaccess.Private})
+	e.access.set("selected-group", selectedAccess("Octocoders/other"))
+	queued := fixture(t, "workflow_job/queued.payload.json")
+	if resp, _ := e.deliver(t, "d-queued", queued); !strings.HasSuffix(resp.Reason, "for pool open") {
+		t.Fatalf("queued: %d %q; want pool open (inner's group refuses the repository)", resp.Status, resp.Reason)
+	}
+	e.access.set("inner", groupaccess.Access{Visibility: groupaccess.All})
+	e.clock.Step(webhook.GroupAccessTTL)
+	for i, name := range []string{"in_progress.payload.json", "completed.success.with-organization.payload.json"} {
+		if resp, _ := e.deliver(t, fmt.Sprint("d-", i), fixture(t, "workflow_job/"+name)); resp.Status != 200 || !strings.HasSuffix(resp.Reason, "for pool open") {
+			t.Fatalf("%s: %d %q; want it recorded for pool open, where the job was queued", name, resp.Status, resp.Reason)
+		}
+	}
+	for _, p := range []string{"inner", "open"} {
+		if rs, err := e.store.Active(t.Context(), p); err != nil || len(rs) != 0 {
+			t.Fatalf("after the job completed, pool %s counts %+v, %v; want nothing", p, rs, err)
+		}
+	}
+	if _, ok, err := e.store.Job(t.Context(), "inner", 289782451); err != nil || ok {
+		t.Fatalf("inner has an item of the job (%v, %v): want none, the job was queued in open", ok, err)
+	}
+}

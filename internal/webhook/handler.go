@@ -273,6 +273,12 @@ func (h *Handler) facts(ctx context.Context, delivery string, state reservation.
 	if home != nil {
 		p, why = home, ""
 		attrs = append(attrs, slog.String("homeBeforeGroupRefusal", home.Name))
+	} else if home, err = h.queuedElsewhere(ctx, state, p, j); err != nil {
+		attrs = append(attrs, slog.String("error", err.Error()))
+		return facts{}, attrs, &Response{http.StatusServiceUnavailable, "reading where the job was queued failed; redeliver later"}
+	} else if home != nil {
+		p, why = home, ""
+		attrs = append(attrs, slog.String("homeBeforeGroupAdmission", home.Name))
 	}
 	if p != nil && why != "" {
 		attrs = append(attrs, slog.String("skipped", why))
