@@ -89,3 +89,41 @@ func (w *world) statusShowsWaitingForApproval(job int64) {
 		w.t.Fatalf("status:\n%s\nwant a WAITING FOR APPROVAL section", out.String())
 	}
 }
+
+// TestHeldJobWhoseDeliveriesWereLostRuns: a job whose deliveries leave it
+// held although GitHub no longer holds it still gets a runner, once the
+// sweeper asked GitHub about it: an environment with required reviewers
+// whose first `queued` never came (the `waiting` and the approval's `queued`
+// alone), and an environment without reviewers whose second `queued` was
+// lost for good (the first says the job waits). Each job runs to success on a
+// gate runner, and then nothing is left.
+func TestHeldJobWhoseDeliveriesWereLostRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		queue func(sim *githubsim.Server, spec githubsim.JobSpec) githubsim.Job
+	}{
+		{"first queued never came", func(sim *githubsim.Server, spec githubsim.JobSpec) githubsim.Job {
+			return sim.QueueJobForApproval(spec, "production", "waiting")
+		}},
+		{"second queued of an environment without reviewers lost", func(sim *githubsim.Server, spec githubsim.JobSpec) githubsim.Job {
+			return sim.QueueJobForApproval(spec, "staging", "queued")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, gatePool, loop.Options{SweepEvery: time.Second})
+			j := tc.queue(w.loop.Sim, githubsim.JobSpec{Repository: "acme/app", Organization: "acme",
+				Labels: []string{"self-hosted", "gate"}, Duration: time.Second})
+			w.loop.Sim.LoseDelivery(j.ID, "queued", 2)
+			if err := w.loop.Sim.Approve(j.ID); err != nil {
+				t.Fatal(err)
+			}
+			w.waitFor("the job completed", 3*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
+			if done := w.job(j.ID); done.Conclusion != githubsim.JobSuccess || !strings.HasPrefix(done.RunnerName, "gate-") {
+				t.Fatalf("job %+v: want success on a gate runner", done)
+			}
+			w.waitFor("back to zero", 2*time.Minute, w.quiescent)
+		})
+	}
+}

@@ -15,6 +15,7 @@ import (
 // is:
 //
 //	held = state queued AND a `waiting` was recorded AND fewer than 2 distinct `queued` were recorded
+//	       AND GitHub was not found to have approved it (Checked)
 //
 // A `queued` whose workflow_job.status already says "waiting" (GitHub renders
 // the first one so when the job is held at its creation) records the hold
@@ -47,7 +48,7 @@ const releasedAt = 2
 // Held reports whether the job waits for its environment's approval and so
 // holds no runner: see the rule above.
 func (r Reservation) Held() bool {
-	return r.State == Queued && r.SeenWaiting != nil && len(r.queuedIDs()) < releasedAt
+	return r.State == Queued && r.SeenWaiting != nil && len(r.queuedIDs()) < releasedAt && r.SeenApproved == nil
 }
 
 // queuedIDs are the ids of the job's distinct `queued` deliveries: the set

@@ -152,3 +152,48 @@ func (l lifecycle) requeue(r Reservation, d Delivery) (Reservation, Outcome) {
 	r.SeenApproved = seen
 	return r, Released
 }
+
+// GitHub's word on a held job, as the sweeper asks it (Checked): the job's
+// status by GET /repos/{owner}/{repo}/actions/jobs/{job_id}, or Gone when
+// GitHub has no such job.
+const (
+	GitHubWaiting    = "waiting"
+	GitHubQueued     = "queued"
+	GitHubInProgress = "in_progress"
+	GitHubCompleted  = "completed"
+	GitHubGone       = "gone"
+)
+
+// checkedID is the delivery id the trail shows for what GitHub's answer to a
+// check applied: no delivery carried it.
+const checkedID = "github-check"
+
+// checked applies GitHub's answer about a held job: still waiting, it stays
+// held and the check's time is kept (HeldCheckedMillis); queued, it was
+// approved and its deliveries left that ambiguous or lost, and it is released
+// as the approval's `queued` does; in progress, completed or gone, it moves
+// forward as the delivery of that state would (gone: completed). A job not
+// held any more when the answer comes is Stale.
+func (l lifecycle) checked(r Reservation, status string, d Delivery) (Reservation, Outcome) {
+	if !r.Held() {
+		return r, Stale
+	}
+	seen := &Seen{DeliveryID: checkedID, AtMillis: l.now.UnixMilli()}
+	switch status {
+	case GitHubWaiting:
+		r.HeldCheckedMillis = l.now.UnixMilli()
+		return r, Held
+	case GitHubQueued:
+		r.SeenApproved = seen
+		r.EffectiveMillis = l.now.UnixMilli()
+		r.ExpirationMillis = l.now.Add(d.Duration).UnixMilli()
+		r.TTL = l.now.Add(d.Duration).Add(l.retention).Unix()
+		return r, Released
+	case GitHubInProgress:
+		d.State = InProgress
+	default:
+		d.State = Completed
+	}
+	d.DeliveryID = checkedID
+	return l.forward(r, true, d)
+}

@@ -142,3 +142,38 @@ func TestTransitionOutcomes(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckedSettlesAHeldJobByGitHub: GitHub's answer about a held job,
+// applied by checked: waiting keeps it held and records the check; queued
+// releases it; in progress and completed move it forward; gone completes it;
+// a job not held is left alone.
+func TestCheckedSettlesAHeldJobByGitHub(t *testing.T) {
+	t.Parallel()
+	l := lifecycle{now: lifeT0, retention: DefaultRetention}
+	// The approval's queued alone after the waiting: the first queued lost.
+	held, _ := l.transition(Reservation{}, false, step("w", false))
+	held, _ = l.transition(held, true, step("q2", false))
+	if !held.Held() {
+		t.Fatal("a waiting and one queued: want the job held")
+	}
+	queued, _ := l.transition(Reservation{}, false, step("q1", false))
+	d := Delivery{Duration: 10 * time.Minute}
+	for _, tc := range []struct {
+		status string
+		item   Reservation
+		want   Outcome
+		check  func(Reservation) bool
+	}{
+		{GitHubWaiting, held, Held, func(r Reservation) bool { return r.Held() && r.HeldCheckedMillis == lifeT0.UnixMilli() }},
+		{GitHubQueued, held, Released, func(r Reservation) bool { return holdsRunner(r) && r.SeenApproved != nil }},
+		{GitHubInProgress, held, Applied, func(r Reservation) bool { return r.State == InProgress && holdsRunner(r) }},
+		{GitHubCompleted, held, Applied, func(r Reservation) bool { return r.State == Completed }},
+		{GitHubGone, held, Applied, func(r Reservation) bool { return r.State == Completed }},
+		{GitHubCompleted, queued, Stale, func(r Reservation) bool { return r.State == Queued }},
+	} {
+		got, out := l.checked(tc.item, tc.status, d)
+		if out != tc.want || !tc.check(got) {
+			t.Errorf("%s on %s held=%v: %s, %+v; want %s", tc.status, tc.item.State, tc.item.Held(), out, got, tc.want)
+		}
+	}
+}

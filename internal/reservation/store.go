@@ -190,6 +190,9 @@ type Reservation struct {
 
 	EffectiveMillis  int64 `dynamodbav:"effectiveTime"`
 	ExpirationMillis int64 `dynamodbav:"expirationTime"`
+	// HeldCheckedMillis is when the sweeper last found GitHub still holding
+	// the held job for its approval (Checked; 0: never asked).
+	HeldCheckedMillis int64 `dynamodbav:"heldCheckedAt,omitempty"`
 	// Version counts the writes to the item (write.go).
 	Version int64 `dynamodbav:"version"`
 }

@@ -2,9 +2,12 @@ package reservation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -38,25 +41,81 @@ const maxRecordTries = 5
 // Stale and TooOld write nothing. Errors are DynamoDB failures after the
 // SDK's retries; the caller should report them so GitHub can redeliver.
 func (s *Store) Record(ctx context.Context, d Delivery) (Outcome, error) {
+	out, err := s.decide(ctx, d.Pool, d.JobID, func(l lifecycle, r Reservation, exists bool) (Reservation, Outcome) {
+		return l.transition(r, exists, d)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording %s of job %d in pool %s: %w", d.State, d.JobID, d.Pool, err)
+	}
+	return out, nil
+}
+
+// Checked applies GitHub's answer about the held job of pool (status: one of
+// the GitHub* constants), as lifecycle.checked says; duration restarts its
+// reservation when it is released or moves forward. A job not held any more,
+// or without an item, is Stale.
+func (s *Store) Checked(ctx context.Context, pool string, job int64, status string, duration time.Duration) (Outcome, error) {
+	out, err := s.decide(ctx, pool, job, func(l lifecycle, r Reservation, exists bool) (Reservation, Outcome) {
+		if !exists {
+			return r, Stale
+		}
+		return l.checked(r, status, Delivery{Pool: r.Pool, JobID: r.JobID, RunID: r.RunID, Repository: r.Repository,
+			Amount: r.Amount, Duration: duration})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording GitHub's %s for held job %d in pool %s: %w", status, job, pool, err)
+	}
+	return out, nil
+}
+
+// decide reads the job's item, decides its next state with next, and writes
+// it on condition that the item is as read, reading again when another write
+// came first. Stale and TooOld write nothing.
+func (s *Store) decide(ctx context.Context, pool string, job int64, next func(lifecycle, Reservation, bool) (Reservation, Outcome)) (Outcome, error) {
 	for range maxRecordTries {
-		r, exists, err := s.get(ctx, d.Pool, d.JobID)
+		r, exists, err := s.get(ctx, pool, job)
 		if err != nil {
 			return 0, err
 		}
-		next, out := lifecycle{now: s.clock.Now(), retention: s.retention}.transition(r, exists, d)
+		after, out := next(lifecycle{now: s.clock.Now(), retention: s.retention}, r, exists)
 		if out == Stale || out == TooOld {
 			return out, nil
 		}
-		err = s.write(ctx, r, exists, next)
+		err = s.write(ctx, r, exists, after)
 		switch {
 		case table.ConditionFailed(err):
 			continue
 		case err != nil:
-			return 0, fmt.Errorf("recording %s of job %d in pool %s: %w", d.State, d.JobID, d.Pool, err)
+			return 0, err
 		}
 		return out, nil
 	}
-	return 0, fmt.Errorf("recording %s of job %d in pool %s: other writes to the job kept changing it", d.State, d.JobID, d.Pool)
+	return 0, errors.New("other writes to the job kept changing it")
+}
+
+// HeldSince returns the pool's jobs held for their approval since before
+// cutoff (their `waiting` recorded then): the jobs whose approval the sweeper
+// may ask GitHub about (Checked). It reads the active index, where held jobs
+// stay.
+func (s *Store) HeldSince(ctx context.Context, pool string, cutoff time.Time) ([]Reservation, error) {
+	items, err := s.query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(table.ActiveIndex),
+		KeyConditionExpression:    aws.String("#active = :pk"),
+		FilterExpression:          aws.String("attribute_exists(#held)"),
+		ExpressionAttributeNames:  map[string]string{"#active": table.ActiveKey, "#held": heldAttr},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.PoolPK(pool))},
+	}, pool)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := decode(items, pool)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(rs, func(r Reservation) bool {
+		return !r.Held() || r.SeenWaiting.At().After(cutoff)
+	}), nil
 }
 
 // write stores next over prev (exists: the item read), in one conditional

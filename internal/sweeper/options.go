@@ -27,7 +27,8 @@ func (o Options) Validate() error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"ExtendWithin", o.ExtendWithin}, {"MaxWait", o.MaxWait}, {"RefillWait", o.RefillWait}, {"RefillPoll", o.RefillPoll}} {
+	}{{"ExtendWithin", o.ExtendWithin}, {"MaxWait", o.MaxWait}, {"RefillWait", o.RefillWait}, {"RefillPoll", o.RefillPoll},
+		{"HeldGrace", o.HeldGrace}} {
 		if f.d < 0 {
 			errs = append(errs, fmt.Errorf("Options.%s is %s: want 0 (the default) or more", f.name, f.d))
 		}

@@ -113,6 +113,11 @@ type Options struct {
 	// Drain, when set, is the teardown switch: while it is on, every sweep drains
 	// every pool (drain.go).
 	Drain DrainMark
+	// HeldJobs, when set, reads jobs from GitHub: each scheduled sweep asks it
+	// about the jobs held for an approval longer than HeldGrace (default
+	// DefaultHeldGrace; held.go).
+	HeldJobs  HeldJobs
+	HeldGrace time.Duration
 	// RefillWait bounds how long a refill nudge (Event.Finished) waits for the
 	// containers of the runners it names to exit before it sweeps (default 10s);
 	// RefillPoll is how often it looks meanwhile (default 250ms).
@@ -153,6 +158,9 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.
 	}
 	if opts.MaxRounds <= 0 {
 		opts.MaxRounds = 100
+	}
+	if opts.HeldGrace <= 0 {
+		opts.HeldGrace = DefaultHeldGrace
 	}
 	if opts.RefillWait <= 0 {
 		opts.RefillWait = 10 * time.Second
@@ -214,6 +222,7 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		if s.opts.GroupAccess != nil {
 			s.opts.GroupAccess.Refresh(ctx, s.configured())
 		}
+		s.checkHeld(ctx, s.configured())
 		all, err := s.forSchedule(ctx)
 		if err != nil {
 			return Report{}, err

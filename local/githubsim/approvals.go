@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Environment approvals. A job that deploys to an environment with required
@@ -22,9 +23,9 @@ const JobWaiting JobState = "waiting"
 var ErrJobNotWaiting = errors.New("githubsim: job is not waiting for an approval")
 
 // QueueJobForApproval creates a job that deploys to environment, whose required
-// reviewers hold it: it sends the job's `queued` and `waiting` deliveries, and
-// no runner can take it until Approve.
-func (s *Server) QueueJobForApproval(spec JobSpec, environment string) Job {
+// reviewers hold it: it sends the job's `queued` and `waiting` deliveries (or
+// the actions given, in order), and no runner can take it until Approve.
+func (s *Server) QueueJobForApproval(spec JobSpec, environment string, deliveries ...string) Job {
 	s.mu.Lock()
 	s.nextJob++
 	run := spec.RunID
@@ -39,8 +40,12 @@ func (s *Server) QueueJobForApproval(spec JobSpec, environment string) Job {
 	s.jobs[j.ID] = j
 	out := *j
 	s.mu.Unlock()
-	s.emitAs(out, "queued")
-	s.emitAs(out, string(JobWaiting))
+	if deliveries == nil {
+		deliveries = []string{"queued", string(JobWaiting)}
+	}
+	for _, action := range deliveries {
+		s.emitAs(out, action)
+	}
 	return out
 }
 
@@ -66,12 +71,59 @@ func (s *Server) Approve(jobID int64) error {
 	return nil
 }
 
+// QueueJobForEnvironment creates a job that deploys to environment, which
+// has protection rules but no required reviewers: GitHub is reported to send
+// its `queued` twice, about 200 ms apart (gap) — the first while the rules
+// are evaluated, its workflow_job.status already "waiting", the second once
+// they passed — and no `waiting`. The job can be taken once the second is
+// sent.
+func (s *Server) QueueJobForEnvironment(spec JobSpec, environment string, gap time.Duration) Job {
+	j := s.QueueJobForApproval(spec, environment, "queued")
+	time.Sleep(gap)
+	if err := s.Approve(j.ID); err != nil {
+		panic(fmt.Sprintf("githubsim: approving job %d, created waiting: %v", j.ID, err))
+	}
+	return j
+}
+
+// LoseDelivery makes GitHub never send the nth (from 1) workflow_job
+// delivery of action about job: lost for good, it is in no delivery log
+// either, so no redelivery brings it (a delivery GitHub failed to deliver is
+// logged and can be redelivered).
+func (s *Server) LoseDelivery(job int64, action string, nth int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dropped == nil {
+		s.dropped = map[lostKey]int{}
+	}
+	s.dropped[lostKey{job, action}] = nth
+}
+
+// lostKey names a job's deliveries of one action.
+type lostKey struct {
+	job    int64
+	action string
+}
+
+// losing counts j's delivery of action and reports whether it is one
+// LoseDelivery lost.
+func (s *Server) losing(job int64, action string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := lostKey{job, action}
+	if s.sent == nil {
+		s.sent = map[lostKey]int{}
+	}
+	s.sent[k]++
+	return s.dropped[k] != 0 && s.dropped[k] == s.sent[k]
+}
+
 // emitAs sends j's current state as a workflow_job delivery of action.
 func (s *Server) emitAs(j Job, action string) {
 	s.mu.Lock()
 	d := s.deliver
 	s.mu.Unlock()
-	if d == nil {
+	if d == nil || s.losing(j.ID, action) {
 		return
 	}
 	p := s.workflowJobPayload(j)

@@ -273,7 +273,7 @@ func (s *Server) emit(j Job) {
 	s.mu.Lock()
 	d := s.deliver
 	s.mu.Unlock()
-	if d == nil {
+	if d == nil || s.losing(j.ID, string(j.State)) {
 		return
 	}
 	raw, _ := json.Marshal(s.workflowJobPayload(j)) // payloads.go

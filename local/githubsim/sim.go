@@ -110,17 +110,20 @@ type Server struct {
 	opts Options
 	mux  *http.ServeMux
 
-	mu          sync.Mutex
-	tokens      map[string]installationToken
-	rate        map[string]*rateWindow
-	regTokens   map[string]credential
-	jitConfigs  map[string]credential
-	runners     map[int64]*Runner
-	nextID      int64
-	groups      map[string][]Group
-	lastGroupID int64
-	calls       map[string]int
-	inject      []injected
+	mu sync.Mutex
+	// dropped and sent: the workflow_job deliveries LoseDelivery loses, and
+	// how many of each a job has had (approvals.go).
+	dropped, sent map[lostKey]int
+	tokens        map[string]installationToken
+	rate          map[string]*rateWindow
+	regTokens     map[string]credential
+	jitConfigs    map[string]credential
+	runners       map[int64]*Runner
+	nextID        int64
+	groups        map[string][]Group
+	lastGroupID   int64
+	calls         map[string]int
+	inject        []injected
 	// tokenCalls counts the calls that reached authenticate with a valid
 	// installation token or PAT: the calls an injected answer can hit.
 	tokenCalls     int

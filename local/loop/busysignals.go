@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -130,4 +131,10 @@ func (l *Loop) RemovalCheckWindows() []float64 {
 	out := slices.Clone(l.metrics.windows)
 	slices.Sort(out)
 	return out
+}
+
+// ScaledHeldGrace is sweeper.DefaultHeldGrace in the loop's time, scaled as
+// ScaledRunnerListMaxAge: a job held that long is asked about on GitHub.
+func ScaledHeldGrace(sweepEvery time.Duration) time.Duration {
+	return time.Duration(float64(sweeper.DefaultHeldGrace) * float64(sweepEvery) / float64(time.Minute))
 }

@@ -158,6 +158,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 		runnerversion.RouterReleases{Router: gh, Scope: pools.Pools[0].Scope()}, env.Clock, env.Log, metrics)
 	opts.GroupAccess = groupaccess.NewRefresher(groupaccess.NewStore(c.DynamoDB, cfg.TableName),
 		sweeper.GroupAccessGitHub{GitHub: gh}, env.Clock, env.Log)
+	opts.HeldJobs = gh
 	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
 	if err != nil {
 		return nil, err
