@@ -272,25 +272,43 @@ func (c *Client) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID
 	})
 }
 
-// RunAttempt returns the latest attempt of a workflow run of repo (a run
-// re-run has a new attempt): the largest run_attempt among the jobs of its
-// latest attempt.
+// LatestJobs returns the jobs of the latest attempt of a workflow run of repo
+// (a run re-run has a new attempt), every page.
 //
 // GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs?filter=latest.
-func (c *Client) RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error) {
+func (c *Client) LatestJobs(ctx context.Context, s scope.Scope, repo string, runID int64) ([]Job, error) {
 	es, err := escaped(scope.Scope{Repository: repo})
 	if err != nil {
-		return 0, fmt.Errorf("reading run %d: %w", runID, err)
+		return nil, fmt.Errorf("reading run %d: %w", runID, err)
 	}
-	attempt := 0
-	err = c.meter.call(ctx, OpListRunJobs, fmt.Sprintf("listing the jobs of run %d of %s (%s)", runID, repo, s), func(ctx context.Context) (*github.Response, error) {
-		jobs, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, es.Owner(), es.Repo(), runID, &github.ListWorkflowJobsOptions{Filter: "latest"})
-		for _, j := range jobs.GetJobs() {
-			attempt = max(attempt, int(j.GetRunAttempt()))
+	var out []Job
+	opts := &github.ListWorkflowJobsOptions{Filter: "latest", ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		next := 0
+		err = c.meter.call(ctx, OpListRunJobs, fmt.Sprintf("listing the jobs of run %d of %s (%s)", runID, repo, s), func(ctx context.Context) (*github.Response, error) {
+			jobs, resp, err := c.gh.Actions.ListWorkflowJobs(ctx, es.Owner(), es.Repo(), runID, opts)
+			for _, j := range jobs.GetJobs() {
+				out = append(out, jobOf(j))
+			}
+			if resp != nil {
+				next = resp.NextPage
+			}
+			return resp, err
+		})
+		if err != nil || next == 0 {
+			return out, err
 		}
-		return resp, err
-	})
-	return attempt, err
+		opts.Page = next
+	}
+}
+
+// LatestAttempt is the run's latest attempt as its jobs show it (0: none).
+func LatestAttempt(jobs []Job) int {
+	n := 0
+	for _, j := range jobs {
+		n = max(n, j.RunAttempt)
+	}
+	return n
 }
 
 // Job is what GitHub says of a workflow job: where and when it ran, and how
@@ -298,6 +316,8 @@ func (c *Client) RunAttempt(ctx context.Context, s scope.Scope, repo string, run
 type Job struct {
 	ID, RunID  int64
 	RunAttempt int
+	// Name is the job's name in its workflow run.
+	Name string
 	// Status is queued, in_progress, completed, waiting, ...; Conclusion is
 	// set once it completed (success, failure, cancelled, ...).
 	Status, Conclusion string
@@ -319,13 +339,17 @@ func (c *Client) Job(ctx context.Context, s scope.Scope, repo string, jobID int6
 	err = c.meter.call(ctx, OpGetJob, fmt.Sprintf("reading job %d of %s (%s)", jobID, repo, s), func(ctx context.Context) (*github.Response, error) {
 		j, resp, err := c.gh.Actions.GetWorkflowJobByID(ctx, es.Owner(), es.Repo(), jobID)
 		if j != nil {
-			job = Job{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Status: j.GetStatus(),
-				Conclusion: j.GetConclusion(), RunnerID: j.GetRunnerID(), RunnerName: j.GetRunnerName(),
-				Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time}
+			job = jobOf(j)
 		}
 		return resp, err
 	})
 	return job, err
+}
+
+func jobOf(j *github.WorkflowJob) Job {
+	return Job{ID: j.GetID(), RunID: j.GetRunID(), RunAttempt: int(j.GetRunAttempt()), Name: j.GetName(), Status: j.GetStatus(),
+		Conclusion: j.GetConclusion(), RunnerID: j.GetRunnerID(), RunnerName: j.GetRunnerName(),
+		Started: j.GetStartedAt().Time, Completed: j.GetCompletedAt().Time}
 }
 
 // DefaultRunnerGroupID is the id of every scope's "Default" runner group.

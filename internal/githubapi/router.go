@@ -199,14 +199,14 @@ func (r *Router) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID
 	return r.settle(s, c.RerunJob(ctx, s, repo, jobID))
 }
 
-// RunAttempt is Client.RunAttempt through the credentials that serve s.
-func (r *Router) RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error) {
+// LatestJobs is Client.LatestJobs through the credentials that serve s.
+func (r *Router) LatestJobs(ctx context.Context, s scope.Scope, repo string, runID int64) ([]Job, error) {
 	c, err := r.client(ctx, s)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n, err := c.RunAttempt(ctx, s, repo, runID)
-	return n, r.settle(s, err)
+	jobs, err := c.LatestJobs(ctx, s, repo, runID)
+	return jobs, r.settle(s, err)
 }
 
 // Job is Client.Job through the credentials that serve s.

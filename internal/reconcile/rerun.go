@@ -29,6 +29,8 @@ type Reruns interface {
 	Deaths(ctx context.Context, runner string) ([]rerun.Death, error)
 	Pending(ctx context.Context, pool string) ([]rerun.Candidate, error)
 	Charge(ctx context.Context, c rerun.Candidate, max int, now time.Time) (bool, error)
+	Claim(ctx context.Context, c rerun.Candidate, from int, now time.Time) (int64, error)
+	Calls(ctx context.Context, c rerun.Candidate) (rerun.Calls, error)
 	Decide(ctx context.Context, c rerun.Candidate, now time.Time) error
 	Later(ctx context.Context, c rerun.Candidate, next time.Time) error
 }
@@ -37,9 +39,9 @@ type Reruns interface {
 // (githubapi.Router). A GitHub without it re-runs nothing.
 type Rerunner interface {
 	RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error
-	// RunAttempt is the run's latest attempt, to find out whether an earlier
-	// call whose answer was lost re-ran it.
-	RunAttempt(ctx context.Context, s scope.Scope, repo string, runID int64) (int, error)
+	// LatestJobs are the jobs of the run's latest attempt: which attempt that
+	// is, and the job of it that is a job of an earlier attempt.
+	LatestJobs(ctx context.Context, s scope.Scope, repo string, runID int64) ([]githubapi.Job, error)
 	// Job is what GitHub says of a job: a candidate is a claim the webhook
 	// recorded, and a job is re-run only as GitHub describes it.
 	Job(ctx context.Context, s scope.Scope, repo string, jobID int64) (githubapi.Job, error)
@@ -276,13 +278,15 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	if why := r.rerunsRefused(s, c); why != "" {
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
 	}
-	c, why, err := r.verified(ctx, s, c)
+	job, why, err := r.verified(ctx, s, c)
 	switch {
 	case err != nil:
 		return r.rerunLater(ctx, s, c, err)
 	case why != "":
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
 	}
+	c.Conclusion = job.Conclusion
+	c.StartedMillis, c.CompletedMillis = unixMillis(job.Started), unixMillis(job.Completed)
 	v = rerun.Decide(c, deaths, starts, s.now)
 	switch v.Outcome {
 	case rerun.Pending:
@@ -293,7 +297,7 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
 	}
 	c.Cause = v.Cause
-	return r.rerunJob(ctx, s, c)
+	return r.rerunJob(ctx, s, c, job.Name)
 }
 
 // otherStarts are when the other jobs c's runner took started (none are read
@@ -329,31 +333,29 @@ func (r *Reconciler) rerunsRefused(s *sweep, c rerun.Candidate) string {
 	return ""
 }
 
-// verified is c as GitHub describes its job: its conclusion and times from
-// GitHub. It says why not ("" when it is) when GitHub has no such job in c's
-// repository, or says the job did not fail, or ran it in another run, attempt
-// or on another runner than the candidate claims. An error is GitHub's
-// answer for now (the job still running is one): ask again later.
-func (r *Reconciler) verified(ctx context.Context, s *sweep, c rerun.Candidate) (rerun.Candidate, string, error) {
+// verified is GitHub's account of c's job. It says why it is not re-run ("" when it
+// may be) when GitHub has no such job in c's repository, or says the job did
+// not fail, or ran it in another run, attempt or on another runner than the
+// candidate claims. An error is GitHub's answer for now (the job still running
+// is one): ask again later.
+func (r *Reconciler) verified(ctx context.Context, s *sweep, c rerun.Candidate) (githubapi.Job, string, error) {
 	job, err := r.gh.(Rerunner).Job(ctx, s.p.Scope(), c.Repository, c.JobID)
 	switch {
 	case errors.Is(err, githubapi.ErrNotFound):
-		return c, fmt.Sprintf("GitHub has no job %d in %s", c.JobID, c.Repository), nil
+		return job, fmt.Sprintf("GitHub has no job %d in %s", c.JobID, c.Repository), nil
 	case err != nil:
-		return c, "", err
+		return job, "", err
 	case job.Status != "completed":
-		return c, "", fmt.Errorf("GitHub says job %d is %s, not completed", c.JobID, job.Status)
+		return job, "", fmt.Errorf("GitHub says job %d is %s, not completed", c.JobID, job.Status)
 	case !rerun.Failed(job.Conclusion):
-		return c, fmt.Sprintf("GitHub says job %d ended %s", c.JobID, job.Conclusion), nil
+		return job, fmt.Sprintf("GitHub says job %d ended %s", c.JobID, job.Conclusion), nil
 	case job.RunID != c.RunID || job.RunAttempt != max(c.RunAttempt, 1):
-		return c, fmt.Sprintf("GitHub says job %d is of run %d attempt %d, not of run %d attempt %d as recorded",
+		return job, fmt.Sprintf("GitHub says job %d is of run %d attempt %d, not of run %d attempt %d as recorded",
 			c.JobID, job.RunID, job.RunAttempt, c.RunID, max(c.RunAttempt, 1)), nil
 	case job.RunnerName != c.Runner:
-		return c, fmt.Sprintf("GitHub says job %d ran on runner %q, not on %s as recorded", c.JobID, job.RunnerName, c.Runner), nil
+		return job, fmt.Sprintf("GitHub says job %d ran on runner %q, not on %s as recorded", c.JobID, job.RunnerName, c.Runner), nil
 	}
-	c.Conclusion = job.Conclusion
-	c.StartedMillis, c.CompletedMillis = unixMillis(job.Started), unixMillis(job.Completed)
-	return c, "", nil
+	return job, "", nil
 }
 
 func unixMillis(t time.Time) int64 {
@@ -363,11 +365,39 @@ func unixMillis(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// rerunJob re-runs the job of c, whose runner died under it, if the pool's
-// budget allows.
-func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) error {
-	budget := s.p.Reruns()
+// rerunJob re-runs the job of c, whose runner died under it and whose name
+// in its run is name, if the pool's budget allows. GitHub re-runs only a job
+// of the run's latest attempt, and every re-run makes a new one: the calls
+// this deployment recorded say who made each attempt after c's (rerun.Next),
+// and c's job is re-run as the latest attempt holds it.
+func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate, name string) error {
 	rr := r.gh.(Rerunner)
+	jobs, err := rr.LatestJobs(ctx, s.p.Scope(), c.Repository, c.RunID)
+	if err != nil {
+		return r.rerunLater(ctx, s, c, err)
+	}
+	calls, err := r.opts.Reruns.Calls(ctx, c)
+	if err != nil {
+		return err
+	}
+	step := rerun.Next(c, githubapi.LatestAttempt(jobs), calls)
+	switch {
+	case step.Outcome != rerun.Pending:
+		return r.settleRerun(ctx, s, c, step.Outcome, step.Reason)
+	case step.Wait != 0:
+		return r.rerunLater(ctx, s, c, rerunWait(step.Reason))
+	}
+	target, why := jobIn(c, name, step.From, jobs)
+	if why != "" {
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
+	}
+	return r.callRerun(ctx, s, c, step.From, target)
+}
+
+// callRerun charges the run's budget for c, records the call from attempt
+// from, and asks GitHub to re-run target, c's job in that attempt.
+func (r *Reconciler) callRerun(ctx context.Context, s *sweep, c rerun.Candidate, from int, target int64) error {
+	budget := s.p.Reruns()
 	charged, err := r.opts.Reruns.Charge(ctx, c, budget, s.now)
 	if err != nil {
 		return err
@@ -375,28 +405,57 @@ func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate) 
 	if !charged {
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("the workflow run's budget of %d re-run(s) is spent (rerunsPerRun)", budget))
 	}
-	// An earlier call may have re-run the job with its answer, or the record of
-	// the call, lost (a timeout, a 5xx, a sweep killed before it wrote): a
-	// newer attempt of the run says so, and the job is not re-run twice. (A
-	// person re-running the run makes one too: then it is not re-run either.)
-	attempt, err := rr.RunAttempt(ctx, s.p.Scope(), c.Repository, c.RunID)
-	if err != nil {
-		return r.rerunLater(ctx, s, c, err)
-	}
-	if attempt > max(c.RunAttempt, 1) {
-		return r.settleRerun(ctx, s, c, rerun.Rerun, fmt.Sprintf("re-run already: the run is at attempt %d", attempt))
+	holder, err := r.opts.Reruns.Claim(ctx, c, from, s.now)
+	switch {
+	case err != nil:
+		return err
+	case holder != c.JobID:
+		return r.rerunLater(ctx, s, c, rerunWait(fmt.Sprintf(
+			"waiting for the re-run of job %d from attempt %d: GitHub re-runs a run's jobs one attempt at a time", holder, from)))
 	}
 	c.Tries++
-	err = rr.RerunJob(ctx, s.p.Scope(), c.Repository, c.JobID)
-	if err == nil {
-		s.stats.reruns.delays = append(s.stats.reruns.delays, s.now.Sub(c.Completed()))
-		return r.settleRerun(ctx, s, c, rerun.Rerun, "")
+	err = r.gh.(Rerunner).RerunJob(ctx, s.p.Scope(), c.Repository, target)
+	reason := ""
+	if target != c.JobID {
+		reason = fmt.Sprintf("re-run as job %d of attempt %d, the run's latest after this deployment's re-runs of its other jobs", target, from)
 	}
-	if refusedForGood(err) {
+	switch {
+	case err == nil:
+		s.stats.reruns.delays = append(s.stats.reruns.delays, s.now.Sub(c.Completed()))
+		return r.settleRerun(ctx, s, c, rerun.Rerun, reason)
+	case refusedForGood(err):
 		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
 	}
 	return r.rerunLater(ctx, s, c, err)
 }
+
+// jobIn is the id of c's job in attempt from of its run, whose latest jobs
+// are jobs: c's own in its own attempt; in a later one, the one job of that
+// name (GitHub carries a job that was not re-run into the new attempt under
+// its name). It says why there is none to re-run ("" when there is).
+func jobIn(c rerun.Candidate, name string, from int, jobs []githubapi.Job) (int64, string) {
+	if from == max(c.RunAttempt, 1) {
+		return c.JobID, ""
+	}
+	var named []githubapi.Job
+	for _, j := range jobs {
+		if j.Name == name && j.RunAttempt == from {
+			named = append(named, j)
+		}
+	}
+	switch {
+	case len(named) != 1:
+		return 0, fmt.Sprintf("attempt %d of the run has %d jobs named %q: which one is this job cannot be told", from, len(named), name)
+	case named[0].Status == "completed" && !rerun.Failed(named[0].Conclusion):
+		return 0, fmt.Sprintf("GitHub says this job, job %d in attempt %d, ended %s", named[0].ID, from, named[0].Conclusion)
+	}
+	return named[0].ID, ""
+}
+
+// rerunWait is a re-run that waits for another of its run: asked again later.
+type rerunWait string
+
+func (w rerunWait) Error() string { return string(w) }
 
 // rerunLater records that c's re-run is asked again after a back-off, or gives
 // up once rerun.GiveUpAfter has passed since the failure.
@@ -406,7 +465,11 @@ func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate
 	}
 	c.Reason = err.Error()
 	next := s.now.Add(min(rerunBackoff<<min(max(c.Tries-1, 0), 10), rerunBackoffMax))
-	s.log.Warn("GitHub refused a re-run for now: asking again later", "job", c.JobID, "run", c.RunID, "error", err, "next", next)
+	if w := rerunWait(""); errors.As(err, &w) {
+		s.log.Info("a re-run waits for another of its run", "job", c.JobID, "run", c.RunID, "reason", err, "next", next)
+	} else {
+		s.log.Warn("GitHub refused a re-run for now: asking again later", "job", c.JobID, "run", c.RunID, "error", err, "next", next)
+	}
 	return r.opts.Reruns.Later(ctx, c, next)
 }
 

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -25,13 +26,15 @@ type memReruns struct {
 	mu         sync.Mutex
 	deaths     map[string][]rerun.Death
 	cands      map[int64]rerun.Candidate
-	paid       map[int64][]int64 // run → jobs charged
+	paid       map[int64][]int64       // run → jobs charged
+	calls      map[int64]map[int]int64 // run → attempt → the job whose call was claimed
 	failDeaths error
 	recorded   int
 }
 
 func newMemReruns() *memReruns {
-	return &memReruns{deaths: map[string][]rerun.Death{}, cands: map[int64]rerun.Candidate{}, paid: map[int64][]int64{}}
+	return &memReruns{deaths: map[string][]rerun.Death{}, cands: map[int64]rerun.Candidate{}, paid: map[int64][]int64{},
+		calls: map[int64]map[int]int64{}}
 }
 
 func (m *memReruns) RecordDeath(_ context.Context, d rerun.Death, _ time.Time) error {
@@ -81,6 +84,28 @@ func (m *memReruns) Charge(_ context.Context, c rerun.Candidate, max int, _ time
 	}
 	m.paid[c.RunID] = append(m.paid[c.RunID], c.JobID)
 	return true, nil
+}
+
+func (m *memReruns) Claim(_ context.Context, c rerun.Candidate, from int, _ time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls[c.RunID] == nil {
+		m.calls[c.RunID] = map[int]int64{}
+	}
+	if _, ok := m.calls[c.RunID][from]; !ok {
+		m.calls[c.RunID][from] = c.JobID
+	}
+	return m.calls[c.RunID][from], nil
+}
+
+func (m *memReruns) Calls(_ context.Context, c rerun.Candidate) (map[int]int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int]int64{}
+	for k, v := range m.calls[c.RunID] {
+		out[k] = v
+	}
+	return out, nil
 }
 
 func (m *memReruns) Decide(_ context.Context, c rerun.Candidate, now time.Time) error {
@@ -423,5 +448,119 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 				t.Fatalf("%d re-run calls, want %d", n, want)
 			}
 		})
+	}
+}
+
+// twoJobsOfOneRun is a rerunEnv whose pool re-runs up to twice per workflow
+// run, with a second runner of the pool that ran and failed the run's second
+// job 30 s after the first completed, and the webhook's record of that failure.
+func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
+	t.Helper()
+	e := newRerunEnv(t)
+	yaml := strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)
+	cfg, err := pool.Parse([]byte(yaml))
+	if err != nil || cfg.Pool("p").Reruns() != 2 {
+		t.Fatalf("pool with rerunsPerRun 2: %v", err)
+	}
+	e.pool = cfg.Pool("p")
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.statefulSets()
+	e.mustSweep(2, e.clock.Now())
+	var name string
+	for _, n := range e.statefulSets() {
+		if !slices.Contains(before, n) {
+			name = n
+		}
+	}
+	r := e.start(name)
+	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, RunID: e.job.RunID})
+	started := e.clock.Now()
+	if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != job.ID {
+		t.Fatalf("runner %s taking job %d: %v %v %v", r.Name, job.ID, got.ID, ok, err)
+	}
+	e.clock.Step(30 * time.Second)
+	if err := e.sim.CompleteJobAs(job.ID, githubsim.JobFailure); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	e.store.mu.Lock()
+	e.store.cands[job.ID] = rerun.Candidate{Pool: "p", JobID: job.ID, RunID: job.RunID, RunAttempt: 1, Repository: "acme/app",
+		Runner: r.Name, Conclusion: "failure", StartedMillis: started.UnixMilli(), CompletedMillis: now.UnixMilli(), RecordedMillis: now.UnixMilli()}
+	e.store.mu.Unlock()
+	return e, r.Name, job
+}
+
+// TestJobsOfOneRunWhoseRunnersDiedAreEachRerun: two jobs of one run whose
+// runners were both OOM-killed under them are each re-run, as GitHub allows —
+// the first from attempt 1, the second as attempt 2 carried it, once the first
+// one's re-run is over — and the budget is charged for each; neither decision
+// says "re-run already" of a job nobody re-ran.
+func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
+	e, second, job2 := twoJobsOfOneRun(t)
+	e.oomKilled()
+	completed2 := e.store.get(job2.ID).Completed()
+	e.setRunnerStatus(strings.TrimSuffix(second, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(completed2.Add(-10 * time.Second))}}})
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(2, e.clock.Now())
+	first, waiting := e.store.get(e.job.ID), e.store.get(job2.ID)
+	if first.Outcome != rerun.Rerun {
+		first, waiting = waiting, first
+	}
+	if first.Outcome != rerun.Rerun || first.Reason != "" || waiting.Outcome != rerun.Pending {
+		t.Fatalf("after the first sweep: %+v and %+v, want one re-run and one waiting for its re-run to be over", first, waiting)
+	}
+	again := e.sim.Reruns()[first.JobID]
+	if len(again) != 1 {
+		t.Fatalf("re-runs of job %d: %v, want one", first.JobID, again)
+	}
+	other := e.foreignRunner()
+	if got, ok, err := e.sim.AcquireJob(other.ID); !ok || err != nil || got.ID != again[0] {
+		t.Fatalf("taking the re-run %d: %v %v %v", again[0], got.ID, ok, err)
+	}
+	if err := e.sim.CompleteJobAs(again[0], githubsim.JobSuccess); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(time.Minute)
+	_ = e.sweep(2, e.clock.Now())
+	for _, id := range []int64{e.job.ID, job2.ID} {
+		c := e.store.get(id)
+		if c.Outcome != rerun.Rerun || strings.Contains(c.Reason, "re-run already") || !strings.Contains(c.Cause, "OOMKilled") {
+			t.Fatalf("decision of job %d: %+v, want re-run by this deployment's own call", id, c)
+		}
+		if got := e.sim.Reruns()[id]; len(got) != 1 {
+			t.Fatalf("GitHub's re-runs of job %d: %v, want one", id, got)
+		}
+	}
+	if !strings.Contains(waiting.Reason, "waiting for the re-run of job") && !strings.Contains(waiting.Reason, "already running") {
+		t.Fatalf("the second job waited with %q", waiting.Reason)
+	}
+	if second := e.store.get(waiting.JobID); !strings.Contains(second.Reason, "of attempt 2") {
+		t.Fatalf("the second job's decision %+v: want its re-run from attempt 2 said", second)
+	}
+	if paid := e.store.paid[e.job.RunID]; len(paid) != 2 {
+		t.Fatalf("budget charged for %v, want both jobs", paid)
+	}
+}
+
+// A run someone else re-ran before the sweeper could is not said to be re-run
+// by this deployment: the job is decided not re-run, saying who moved the run
+// on, and the budget is not charged.
+func TestRunRerunBySomeoneElseIsNotClaimed(t *testing.T) {
+	e := newRerunEnv(t)
+	e.oomKilled()
+	if err := e.gh.RerunJob(t.Context(), e.pool.Scope(), "acme/app", e.job.ID); err != nil {
+		t.Fatalf("a person's re-run: %v", err)
+	}
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(1, e.clock.Now())
+	c := e.store.get(e.job.ID)
+	if c.Outcome != rerun.NotRerun || !strings.Contains(c.Reason, "someone else re-ran the workflow run") {
+		t.Fatalf("decision %+v: want not re-run by this deployment, someone else's re-run said", c)
+	}
+	if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != 1 || len(paid) != 0 {
+		t.Fatalf("%d re-run calls (the person's: 1), budget charged for %v (want none)", n, paid)
 	}
 }

@@ -17,6 +17,19 @@
 // budgets live in partitions only the sweeper writes (package table). A
 // decision is written once: a redelivered `completed` or a second sweeper
 // cannot re-run a job twice, nor charge the budget twice for one job.
+//
+// Several jobs of one run. GitHub re-runs only a job of the run's latest
+// attempt, each re-run starts a new attempt that carries the run's other jobs
+// with their results, and a run in progress re-runs nothing. So each job of a
+// run whose runner died is re-run by its own call, one attempt after another:
+// the first from its own attempt, the next — once that re-run is over — as the
+// latest attempt carries it (Next). Each call is recorded on the run's budget
+// item before it is made, one per attempt (Store.Claim), so an attempt after a
+// job's own is known to be this deployment's re-run of that job (a call whose
+// answer was lost), of another of its jobs (the job is still to be re-run), or
+// someone else's (then nothing is claimed for the job). Re-running the run's
+// failed jobs in one call is not done: it would re-run jobs that failed by
+// themselves too.
 package rerun
 
 import (
@@ -235,4 +248,49 @@ func InScope(sc scope.Scope, repo string) bool {
 		return ok && strings.EqualFold(owner, sc.Organization)
 	}
 	return strings.EqualFold(repo, sc.Repository)
+}
+
+// Calls are the re-run calls this deployment asked of one workflow run: for
+// each attempt a call re-ran a job from, the candidate's job it was for. A call
+// is recorded before it is made (Store.Claim), so one whose answer was lost is
+// known too; only the sweeper writes them.
+type Calls = map[int]int64
+
+// Step is Next's answer: Outcome Pending with From set is a re-run of the job
+// of attempt From that is this candidate's (Wait: once this deployment's call
+// for job Wait from that attempt has moved the run on); any other Outcome
+// decides the candidate, with Reason.
+type Step struct {
+	Outcome Outcome
+	From    int
+	Wait    int64
+	Reason  string
+}
+
+// Next says how the job of c, whose runner died under it, is re-run now that
+// the run's latest attempt is latest and this deployment asked calls of it.
+// GitHub re-runs only a job of the run's latest attempt, and a re-run of one
+// job carries the run's other jobs into the new attempt with their results;
+// so every attempt after c's is accounted for: one this deployment asked for c
+// means c was re-run already (by a call whose answer was lost); one it asked
+// for another job leaves c to be re-run from the latest attempt, in turn; one
+// it did not ask for was someone else's, and c is left to them.
+func Next(c Candidate, latest int, calls Calls) Step {
+	own := max(c.RunAttempt, 1)
+	for k := own; k < latest; k++ {
+		job, ok := calls[k]
+		switch {
+		case !ok:
+			return Step{Outcome: NotRerun, Reason: fmt.Sprintf(
+				"someone else re-ran the workflow run: its attempt %d was not asked by this deployment", k+1)}
+		case job == c.JobID:
+			return Step{Outcome: Rerun, Reason: fmt.Sprintf(
+				"re-run already: the run is at attempt %d, after this deployment's call for this job from attempt %d (its answer was lost)", latest, k)}
+		}
+	}
+	if job, ok := calls[latest]; ok && job != c.JobID {
+		return Step{From: latest, Wait: job, Reason: fmt.Sprintf(
+			"waiting for the re-run of job %d from attempt %d: GitHub re-runs a run's jobs one attempt at a time", job, latest)}
+	}
+	return Step{From: max(latest, own)}
 }

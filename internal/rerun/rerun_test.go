@@ -1,6 +1,7 @@
 package rerun_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -189,5 +190,41 @@ func TestFailed(t *testing.T) {
 		if rerun.Failed(c) != want {
 			t.Errorf("Failed(%q) = %v", c, !want)
 		}
+	}
+}
+
+// Next accounts for every attempt after the candidate's: one this deployment
+// asked for the job is its re-run (an answer lost), one asked for another job
+// leaves the job to be re-run from the latest attempt, after that job's call
+// from it has moved the run on; one nobody here asked for is someone else's.
+func TestNextAccountsForEveryLaterAttempt(t *testing.T) {
+	t.Parallel()
+	c := rerun.Candidate{JobID: 7, RunAttempt: 1}
+	for _, tc := range []struct {
+		name   string
+		latest int
+		calls  rerun.Calls
+		want   rerun.Step
+		reason string
+	}{
+		{"the job's own attempt", 1, nil, rerun.Step{From: 1}, ""},
+		{"the job's own call, not yet answered", 1, rerun.Calls{1: 7}, rerun.Step{From: 1}, ""},
+		{"another job's call from the same attempt", 1, rerun.Calls{1: 8}, rerun.Step{From: 1, Wait: 8}, "waiting for the re-run of job 8 from attempt 1"},
+		{"the job's call made attempt 2", 2, rerun.Calls{1: 7}, rerun.Step{Outcome: rerun.Rerun}, "re-run already: the run is at attempt 2"},
+		{"another job's call made attempt 2", 2, rerun.Calls{1: 8}, rerun.Step{From: 2}, ""},
+		{"other jobs' calls made attempts 2 and 3", 3, rerun.Calls{1: 8, 2: 9}, rerun.Step{From: 3}, ""},
+		{"another job's call made attempt 2, the job's attempt 3", 3, rerun.Calls{1: 8, 2: 7}, rerun.Step{Outcome: rerun.Rerun}, "run is at attempt 3"},
+		{"someone else made attempt 2", 2, nil, rerun.Step{Outcome: rerun.NotRerun}, "someone else re-ran the workflow run: its attempt 2"},
+		{"someone else made attempt 3", 3, rerun.Calls{1: 8}, rerun.Step{Outcome: rerun.NotRerun}, "its attempt 3 was not asked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := rerun.Next(c, tc.latest, tc.calls)
+			reason := got.Reason
+			got.Reason = ""
+			if got != tc.want || !strings.Contains(reason, tc.reason) {
+				t.Fatalf("Next = %+v (%q), want %+v with a reason containing %q", got, reason, tc.want, tc.reason)
+			}
+		})
 	}
 }

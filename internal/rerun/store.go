@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -185,6 +187,57 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 		}
 	}
 	return false, nil
+}
+
+// callPrefix begins the attribute of the budget item that records the call
+// from one attempt (call<attempt> = the candidate's job).
+const callPrefix = "call"
+
+// Claim records, before the call is made, that this deployment re-runs c's job
+// from attempt from of its run, unless it recorded a call for another job from
+// that attempt; it returns the job whose call from that attempt is recorded
+// (c.JobID: c's). A run moves to a new attempt with each re-run, so one call
+// per attempt is all GitHub lets through.
+func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time) (int64, error) {
+	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      key,
+		UpdateExpression:         aws.String("SET #call = :job, #ttl = if_not_exists(#ttl, :ttl)"),
+		ConditionExpression:      aws.String("attribute_not_exists(#call) OR #call = :job"),
+		ExpressionAttributeNames: map[string]string{"#call": callPrefix + strconv.Itoa(from), "#ttl": table.TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":job": table.Num(c.JobID),
+			":ttl": table.Num(now.Add(Retention).Unix())},
+	})
+	switch {
+	case err == nil:
+		return c.JobID, nil
+	case !table.ConditionFailed(err):
+		return 0, fmt.Errorf("recording the re-run call of job %d from attempt %d: %w", c.JobID, from, err)
+	}
+	calls, err := s.Calls(ctx, c)
+	return calls[from], err
+}
+
+// Calls returns the re-run calls recorded for c's workflow run (Claim).
+func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+		Key: table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID)), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the re-run calls of run %d: %w", c.RunID, err)
+	}
+	calls := Calls{}
+	for name, v := range out.Item {
+		attempt, err := strconv.Atoi(strings.TrimPrefix(name, callPrefix))
+		n, ok := v.(*types.AttributeValueMemberN)
+		if !strings.HasPrefix(name, callPrefix) || err != nil || !ok {
+			continue
+		}
+		if job, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			calls[attempt] = job
+		}
+	}
+	return calls, nil
 }
 
 // RecordDeath stores a death of a runner (once per Death.Key).

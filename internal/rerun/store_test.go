@@ -80,6 +80,42 @@ func TestBudgetPerRun(t *testing.T) {
 	}
 }
 
+// A run's re-run calls are claimed one per attempt on its budget item: the
+// first job's claim from an attempt holds (claiming it again is free), another
+// job's claim from that attempt answers the holder, a claim from the next
+// attempt is another's; Calls reads them all back beside the budget.
+func TestCallsOnePerAttempt(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	ctx := t.Context()
+	job := func(id int64) rerun.Candidate {
+		return rerun.Candidate{Pool: "p", JobID: id, RunID: 90, Repository: "acme/app"}
+	}
+	if ok, err := s.Charge(ctx, job(1), 2, t0); err != nil || !ok {
+		t.Fatalf("Charge = %v %v", ok, err)
+	}
+	for _, step := range []struct {
+		job        int64
+		from       int
+		wantHolder int64
+	}{{1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {2, 2, 2}} {
+		got, err := s.Claim(ctx, job(step.job), step.from, t0)
+		if err != nil || got != step.wantHolder {
+			t.Fatalf("Claim(job %d from attempt %d) = %d %v, want %d", step.job, step.from, got, err, step.wantHolder)
+		}
+	}
+	calls, err := s.Calls(ctx, job(3))
+	if err != nil || len(calls) != 2 || calls[1] != 1 || calls[2] != 2 {
+		t.Fatalf("Calls = %v %v, want {1: 1, 2: 2}", calls, err)
+	}
+	if ok, err := s.Charge(ctx, job(2), 2, t0); err != nil || !ok {
+		t.Fatalf("Charge beside the calls = %v %v", ok, err)
+	}
+	if calls, err := s.Calls(ctx, rerun.Candidate{Pool: "p", RunID: 91, Repository: "acme/app"}); err != nil || len(calls) != 0 {
+		t.Fatalf("Calls of another run = %v %v, want none", calls, err)
+	}
+}
+
 // Deaths live in the runner's partition beside its job links, and neither
 // read returns the other's items; a death is read back whole.
 func TestDeathsBesideJobLinks(t *testing.T) {

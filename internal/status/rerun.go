@@ -6,8 +6,10 @@ import (
 )
 
 // Rerun is what became of a job that failed or was cancelled on one of the
-// deployment's runners: re-run because its runner died under it, not re-run
-// (and why), refused by GitHub, or pending the sweeper's decision.
+// deployment's runners: re-run by this deployment because its runner died
+// under it (and how, when the sweeper says), not re-run (and why: someone
+// else's re-run of its run is one reason), refused by GitHub, or pending the
+// sweeper's decision.
 type Rerun struct {
 	// Outcome: "rerun", "not-rerun", "refused" or "pending".
 	Outcome string    `json:"outcome"`
@@ -21,7 +23,11 @@ type Rerun struct {
 func rerunCell(r *Rerun) string {
 	switch r.Outcome {
 	case "rerun":
-		return fmt.Sprintf("re-run %s after it failed: its runner died under it (%s)", short(r.Decided.Sub(r.Failed)), r.Cause)
+		cell := fmt.Sprintf("re-run %s after it failed: its runner died under it (%s)", short(r.Decided.Sub(r.Failed)), r.Cause)
+		if r.Reason != "" {
+			cell += "; " + r.Reason
+		}
+		return cell
 	case "not-rerun":
 		if r.Cause != "" {
 			return fmt.Sprintf("not re-run: %s (its runner died: %s)", r.Reason, r.Cause)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type JobSpec struct {
 	// with the job's result (Job.Output, Job.ExitCode) and a non-zero exit fails
 	// the job. Only runners that speak the /_runner/ protocol run it.
 	Script string
+	// Name is the job's name in the workflow run ("": "job-<id>" of the job
+	// as first queued); its re-runs and copies in later attempts keep it.
+	Name string
 	// RunID puts the job in an existing workflow run (0: a run of its own), so
 	// that a run can hold several jobs (the re-run rules look at the whole run).
 	RunID int64
@@ -60,9 +64,12 @@ type Job struct {
 	JobSpec
 	ID, RunID int64
 	// RunAttempt is the run's attempt the job belongs to (1, then one more per
-	// re-run); RerunOf is the job of the previous attempt it re-runs (0: none).
+	// re-run); RerunOf is the job of the previous attempt it re-runs (0: none);
+	// CopyOf is the job of the previous attempt a re-run of other jobs carried
+	// into this attempt with its result (0: none; see rerun.go).
 	RunAttempt int
 	RerunOf    int64
+	CopyOf     int64
 	// Environment is the environment the job deploys to, whose approval it
 	// waited for ("": none; see QueueJobForApproval).
 	Environment string
@@ -117,6 +124,9 @@ func (s *Server) QueueJob(spec JobSpec) Job {
 // queueLocked adds j, queued now, and returns a copy; the caller emits its delivery.
 func (s *Server) queueLocked(j *Job) Job {
 	j.State, j.QueuedAt = JobQueued, s.opts.Clock.Now()
+	if j.Name == "" {
+		j.Name = "job-" + strconv.FormatInt(j.ID, 10)
+	}
 	if s.jobs == nil {
 		s.jobs = map[int64]*Job{}
 	}

@@ -132,7 +132,7 @@ func (s *Server) workflowJobPayload(j Job) map[string]any {
 			"run_url": repoURL + "/actions/runs/" + runID, "url": repoURL + "/actions/jobs/" + jobID,
 			"html_url":      "https://github.com/" + j.Repository + "/actions/runs/" + runID + "/job/" + jobID,
 			"check_run_url": repoURL + "/check-runs/" + jobID,
-			"head_sha":      hex.EncodeToString(sum[:]), "head_branch": "main", "workflow_name": "CI", "name": "job-" + jobID,
+			"head_sha":      hex.EncodeToString(sum[:]), "head_branch": "main", "workflow_name": "CI", "name": j.Name,
 			"status": string(j.State), "conclusion": nullableString(string(j.Conclusion)), "labels": j.Labels, "steps": []any{},
 			"created_at": stamp(j.QueuedAt), "started_at": stamp(started), "completed_at": completed,
 			"runner_id": nullable(j.RunnerID), "runner_name": nullableString(j.RunnerName),

@@ -16,17 +16,31 @@ import (
 //	GET  /repos/{owner}/{repo}/actions/runs/{run_id}/jobs             the jobs of the run's latest attempt (or of all)
 //	GET  /repos/{owner}/{repo}/actions/jobs/{job_id}                  one job, of any attempt
 //
-// A re-run starts a new attempt of the workflow run: each re-run job is queued
+// Documented by GitHub ("Re-running workflows and jobs", and the REST
+// reference of these endpoints): a re-run of one job, or of a run's failed
+// jobs, starts a new attempt of the workflow run; 201 with an empty object;
+// a run is re-run up to 30 days after it was created and at most 50 times;
+// an App needs the `actions: write` permission. Each re-run job is queued
 // again as a new job (a new id, the run's next run_attempt) and its `queued`
-// delivery is sent; 201 with an empty object. GitHub's rules, each answered 403
-// as GitHub answers it:
+// delivery is sent. (GitHub also re-runs the jobs that depend on a re-run
+// job; the simulator's runs have no dependencies.)
+//
+// Not documented, taken from GitHub's answers quoted in public issue threads
+// (each answered 403 with the message quoted):
 //   - a run still in progress (a job of it queued or running) cannot re-run a
-//     job of it (cli/cli#9221 shows GitHub's 403 for it; the message is ours);
-//   - a run created over 30 days ago cannot be re-run (GitHub's message);
-//   - a run re-runs at most 50 times (GitHub's documented limit; the message is
-//     ours);
-//   - an App needs the `actions: write` permission (Options.ActionsReadOnly
-//     takes it away): "Resource not accessible by integration".
+//     job of it: "The workflow run containing this job is already running";
+//   - only a job of the run's latest attempt is re-run: after a re-run of
+//     another job moved the run to a new attempt, a job of the earlier attempt
+//     is refused, "Only jobs from the current attempt can be re-run".
+//
+// Assumed (GitHub's interface shows the jobs of an attempt that were not re-run
+// with their results, which a user's report describes as cloned into the new
+// attempt): the new attempt holds, beside the re-run jobs, a copy of each other
+// job of the previous attempt, completed as it was, under its name, with a new
+// id and the new run_attempt (CopyOf); a copy sends no delivery. That copy of a
+// failed job is what a later re-run of it names. The 403 for a run over 30
+// days old carries GitHub's message as quoted in public threads; the 403 for
+// 50 attempts a message of our own.
 //
 // A job or run not in the repository of the path is 404.
 
@@ -38,7 +52,8 @@ const (
 
 // Messages of refused re-runs.
 const (
-	msgRunInProgress = "This workflow run is not completed: a job of it can be re-run once every job has completed."
+	msgRunInProgress = "The workflow run containing this job is already running"
+	msgOlderAttempt  = "Only jobs from the current attempt can be re-run"
 	msgRunTooOld     = "Unable to retry this workflow run because it was created over a month ago"
 	msgTooManyRuns   = "This workflow run has been re-run the maximum number of times."
 	msgNoPermission  = "Resource not accessible by integration"
@@ -119,11 +134,15 @@ func (s *Server) rerunJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	s.rerun(w, r, func() []*Job {
-		if j, ok := s.jobs[id]; ok && sameRepo(j.Repository, r) {
-			return []*Job{j}
+	s.rerun(w, r, func() ([]*Job, string) {
+		j, ok := s.jobs[id]
+		switch {
+		case !ok || !sameRepo(j.Repository, r):
+			return nil, ""
+		case j.RunAttempt != s.latestAttemptLocked(j.RunID):
+			return []*Job{j}, msgOlderAttempt
 		}
-		return nil
+		return []*Job{j}, ""
 	})
 }
 
@@ -134,10 +153,10 @@ func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	s.rerun(w, r, func() []*Job {
+	s.rerun(w, r, func() ([]*Job, string) {
 		jobs := s.runJobsLocked(run)
 		if len(jobs) == 0 || !sameRepo(jobs[0].Repository, r) {
-			return nil
+			return nil, ""
 		}
 		latest := jobs[len(jobs)-1].RunAttempt
 		var failed []*Job
@@ -147,47 +166,68 @@ func (s *Server) rerunFailedJobs(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if failed == nil {
-			return jobs[:1] // the run exists; the rules below answer for it
+			return jobs[:1], "" // the run exists; the rules below answer for it
 		}
-		return failed
+		return failed, ""
 	})
 }
 
-// rerun re-runs the jobs pick returns (nil: 404) under GitHub's rules.
-func (s *Server) rerun(w http.ResponseWriter, r *http.Request, pick func() []*Job) {
+// rerun re-runs the jobs pick returns (nil: 404; a message: GitHub's refusal
+// of them, 403) under GitHub's rules, as one new attempt of their run that
+// also holds a copy of each other job of the run's latest attempt.
+func (s *Server) rerun(w http.ResponseWriter, r *http.Request, pick func() ([]*Job, string)) {
 	identity, _, _ := s.identity(r)
 	if strings.HasPrefix(identity, "installation/") && s.opts.ActionsReadOnly {
 		writeError(w, http.StatusForbidden, msgNoPermission)
 		return
 	}
 	s.mu.Lock()
-	jobs := pick()
+	jobs, refusal := pick()
 	if len(jobs) == 0 {
 		s.mu.Unlock()
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	if msg := s.refuseRerunLocked(jobs[0].RunID); msg != "" {
+	if refusal == "" {
+		refusal = s.refuseRerunLocked(jobs[0].RunID)
+	}
+	if refusal != "" {
 		s.mu.Unlock()
-		writeError(w, http.StatusForbidden, msg)
+		writeError(w, http.StatusForbidden, refusal)
 		return
 	}
-	attempt := s.latestAttemptLocked(jobs[0].RunID) + 1
-	var queued []Job
-	for _, old := range jobs {
-		if old.State != JobCompleted {
-			continue
-		}
-		s.nextJob++
-		spec := old.JobSpec
-		spec.RunID = old.RunID
-		queued = append(queued, s.queueLocked(&Job{JobSpec: spec, ID: s.nextJob, RunID: old.RunID, RunAttempt: attempt, RerunOf: old.ID}))
-	}
+	queued := s.nextAttemptLocked(jobs)
 	s.mu.Unlock()
 	for _, j := range queued {
 		s.emit(j)
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{})
+}
+
+// nextAttemptLocked starts the run's next attempt: the completed jobs of
+// rerun queued again, each other job of the latest attempt copied with its
+// result. It returns the jobs queued, whose deliveries the caller emits.
+func (s *Server) nextAttemptLocked(rerun []*Job) []Job {
+	run := rerun[0].RunID
+	latest := s.latestAttemptLocked(run)
+	var queued []Job
+	for _, old := range s.runJobsLocked(run) {
+		if old.RunAttempt != latest {
+			continue
+		}
+		s.nextJob++
+		spec := old.JobSpec
+		spec.RunID = run
+		if slices.Contains(rerun, old) && old.State == JobCompleted {
+			queued = append(queued, s.queueLocked(&Job{JobSpec: spec, ID: s.nextJob, RunID: run, RunAttempt: latest + 1, RerunOf: old.ID}))
+			continue
+		}
+		cp := *old
+		cp.JobSpec, cp.ID, cp.RunAttempt, cp.RerunOf, cp.CopyOf = spec, s.nextJob, latest+1, 0, old.ID
+		s.jobs[cp.ID] = &cp
+	}
+	s.notifyLocked()
+	return queued
 }
 
 // refuseRerunLocked is GitHub's reason not to re-run a job of run, or "".
@@ -229,13 +269,14 @@ func sameRepo(repo string, r *http.Request) bool {
 }
 
 // Reruns returns, for each job re-run, the jobs that re-ran it (first attempt
-// first), keyed by the job of the first attempt.
+// first), keyed by the job of the first attempt (a re-run of a job's copy in a
+// later attempt is a re-run of that job).
 func (s *Server) Reruns() map[int64][]int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := func(j *Job) int64 {
-		for j.RerunOf != 0 {
-			prev, ok := s.jobs[j.RerunOf]
+		for j.RerunOf != 0 || j.CopyOf != 0 {
+			prev, ok := s.jobs[max(j.RerunOf, j.CopyOf)]
 			if !ok {
 				break
 			}

@@ -228,3 +228,58 @@ func TestRunJobsShowTheLatestAttempt(t *testing.T) {
 		t.Fatalf("all jobs: %v %v, want both attempts", all, err)
 	}
 }
+
+// Two failed jobs of one run: re-running the first starts attempt 2, which
+// holds a copy of the second with its result (a new id, attempt 2, its name);
+// the copy is refused while attempt 2 runs (403 "The workflow run containing
+// this job is already running"), the second's job of attempt 1 for good (403
+// "Only jobs from the current attempt can be re-run"), and the copy re-runs
+// once attempt 2 is over. Reruns() keys both re-runs by the jobs of attempt 1.
+func TestRerunOfAnotherJobCarriesTheFailedJobIntoTheNewAttempt(t *testing.T) {
+	e := newRerunEnv(t, githubsim.Options{})
+	a := e.run(t, acmeJob, githubsim.JobFailure)
+	spec := acmeJob
+	spec.RunID = a.RunID
+	b := e.run(t, spec, githubsim.JobFailure)
+	if _, err := e.gh.Actions.RerunJobByID(t.Context(), "acme", "app", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	var copyOfB, rerunOfA githubsim.Job
+	for _, j := range e.sim.Jobs() {
+		switch {
+		case j.ID == b.ID:
+			b = j
+		case j.CopyOf == b.ID:
+			copyOfB = j
+		case j.RerunOf == a.ID:
+			rerunOfA = j
+		}
+	}
+	if copyOfB.ID == 0 || copyOfB.ID == b.ID || copyOfB.RunAttempt != 2 || copyOfB.State != githubsim.JobCompleted ||
+		copyOfB.Conclusion != githubsim.JobFailure || copyOfB.Name != b.Name || copyOfB.RunnerName != b.RunnerName {
+		t.Fatalf("copy of %+v in attempt 2: %+v", b, copyOfB)
+	}
+	wantRefusedWith(t, e, copyOfB.ID, "The workflow run containing this job is already running")
+	e.runQueued(t, rerunOfA, githubsim.JobSuccess)
+	wantRefusedWith(t, e, b.ID, "Only jobs from the current attempt can be re-run")
+	if _, err := e.gh.Actions.RerunJobByID(t.Context(), "acme", "app", copyOfB.ID); err != nil {
+		t.Fatalf("re-running the copy of job %d: %v", b.ID, err)
+	}
+	got := e.sim.Reruns()
+	if len(got) != 2 || len(got[a.ID]) != 1 || len(got[b.ID]) != 1 {
+		t.Fatalf("Reruns() = %v, want one re-run of %d and of %d", got, a.ID, b.ID)
+	}
+	jobs, _, err := e.gh.Actions.ListWorkflowJobs(t.Context(), "acme", "app", a.RunID, &github.ListWorkflowJobsOptions{Filter: "latest"})
+	if err != nil || jobs.GetTotalCount() != 2 || jobs.Jobs[0].GetRunAttempt() != 3 || jobs.Jobs[0].GetName() == "" {
+		t.Fatalf("latest jobs %v %v: want attempt 3's two jobs, named", jobs, err)
+	}
+}
+
+func wantRefusedWith(t *testing.T, e *rerunEnv, job int64, msg string) {
+	t.Helper()
+	_, err := e.gh.Actions.RerunJobByID(t.Context(), "acme", "app", job)
+	var ge *github.ErrorResponse
+	if !errors.As(err, &ge) || ge.Response.StatusCode != http.StatusForbidden || ge.Message != msg {
+		t.Fatalf("rerun of job %d: %v, want 403 %q", job, err, msg)
+	}
+}
