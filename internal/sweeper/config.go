@@ -10,6 +10,11 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/secret"
 )
 
+// DefaultRunnerListMaxAge is Config.RunnerListMaxAge unless set: short next
+// to a sweep's work, long enough that the pools of a scope swept in one
+// invocation read its list a few times instead of once each.
+const DefaultRunnerListMaxAge = 10 * time.Second
+
 // Config is the sweeper function's environment. Its credentials are
 // secret.Values: printing a Config, by any means, shows none of them.
 type Config struct {
@@ -30,8 +35,7 @@ type Config struct {
 	IdleConfirmation time.Duration
 	// RunnerListMaxAge: a scope's runner list read for one pool serves the
 	// other pools of the scope this long (RUNNER_LIST_MAX_AGE_SECONDS, default
-	// 10 as reconcile.DefaultRunnerListMaxAge, 0 to 60; 0: each pool reads its
-	// own).
+	// DefaultRunnerListMaxAge, 0 to 60; 0: each pool reads its own).
 	RunnerListMaxAge time.Duration
 
 	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
@@ -66,7 +70,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
-		Lease: 30 * time.Second, Parallelism: 4, RunnerListMaxAge: 10 * time.Second, Kubeconfig: getenv("KUBECONFIG"),
+		Lease: 30 * time.Second, Parallelism: 4, RunnerListMaxAge: DefaultRunnerListMaxAge, Kubeconfig: getenv("KUBECONFIG"),
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: secret.Value(getenv("GITHUB_APP_PRIVATE_KEY")),
