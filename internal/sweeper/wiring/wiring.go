@@ -22,7 +22,6 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
@@ -38,6 +37,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 // DynamoDB is the part of the DynamoDB client the sweeper's stores use.
@@ -246,7 +246,7 @@ func restConfig(ctx context.Context, cfg sweeper.Config, c Clients, clk clock.Pa
 // recovery of lost webhook deliveries and its record.
 func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, removed *inventory.Finder, env Env) (sweeper.Options, error) {
 	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: removed,
-		Drain: drain.NewMark(db, cfg.TableName)}
+		Drain: teardown.NewMark(db, cfg.TableName)}
 	if cfg.AppID == 0 {
 		return opts, nil
 	}
