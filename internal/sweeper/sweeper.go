@@ -69,7 +69,7 @@ type Recoverer interface {
 }
 
 // DeliveryLog keeps what the last scheduled sweep saw of the webhook's failed
-// deliveries, for `runnerscaler status` (deliverylog.Store).
+// deliveries, for `runnerscaler status` (redeliver.Store).
 type DeliveryLog interface {
 	Put(ctx context.Context, u redeliver.Undelivered) error
 }

@@ -22,7 +22,7 @@ import (
 //	DIED#<runner>     DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             INDEX#active         the active index's marker (reservation)
-//	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
+//	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (redeliver)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
 //	DRAIN             DRAIN                the teardown's drain mark (teardown)
 //

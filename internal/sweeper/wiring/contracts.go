@@ -3,7 +3,6 @@ package wiring
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
@@ -28,7 +27,7 @@ var (
 	_ sweeper.RemovedPools  = (*inventory.Finder)(nil)
 	_ sweeper.DrainMark     = (*teardown.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
-	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)
+	_ sweeper.DeliveryLog   = (*redeliver.Store)(nil)
 	_ groupaccess.GitHub    = sweeper.GroupAccessGitHub{GitHub: (*githubapi.Router)(nil)}
 	_ groupaccess.Records   = (*groupaccess.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)

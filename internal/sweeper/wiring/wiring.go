@@ -21,7 +21,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
@@ -44,7 +43,7 @@ import (
 type DynamoDB interface {
 	reservation.API
 	poolstate.API
-	deliverylog.API
+	redeliver.StoreAPI
 }
 
 // Clients are the AWS APIs the sweeper function calls.
@@ -255,6 +254,6 @@ func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, r
 		return opts, err
 	}
 	opts.Recoverer = redeliver.New(app, env.Clock, 0, env.Log)
-	opts.DeliveryLog = deliverylog.NewStore(db, cfg.TableName)
+	opts.DeliveryLog = redeliver.NewStore(db, cfg.TableName)
 	return opts, nil
 }

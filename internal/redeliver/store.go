@@ -1,10 +1,4 @@
-// Package deliverylog keeps, in the product's table, what the sweeper last saw
-// in GitHub's log of the App's webhook deliveries: the workflow_job deliveries
-// that no attempt got through (package redeliver). One deployment-level item
-// (PK=TABLE, SK=WEBHOOK#deliveries), overwritten by each scheduled sweep that
-// read the log, answers `runnerscaler status` when GitHub cannot reach the
-// webhook at all — a case that leaves no reservation behind.
-package deliverylog
+package redeliver
 
 import (
 	"context"
@@ -16,24 +10,27 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
+// StoreAPI is the part of the DynamoDB client the store uses.
+type StoreAPI interface {
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
-// Store reads and writes the item.
+// Store keeps, in the product's table, what the sweeper last saw in GitHub's
+// log of the App's webhook deliveries (Undelivered). One deployment-level item
+// (PK=TABLE, SK=WEBHOOK#deliveries), overwritten by each scheduled sweep that
+// read the log, answers `runnerscaler status` when GitHub cannot reach the
+// webhook at all — a case that leaves no reservation behind.
 type Store struct {
-	db    API
+	db    StoreAPI
 	table string
 }
 
 // NewStore returns the store of tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db StoreAPI, tableName string) *Store { return &Store{db: db, table: tableName} }
 
 // item is the stored form. Status codes are map keys as decimal strings.
 type item struct {
@@ -52,7 +49,7 @@ type latest struct {
 }
 
 // Put replaces the item with u (one PutItem).
-func (s *Store) Put(ctx context.Context, u redeliver.Undelivered) error {
+func (s *Store) Put(ctx context.Context, u Undelivered) error {
 	it := item{CheckedAt: u.CheckedAt.UTC(), WindowSeconds: int64(u.Window / time.Second),
 		ByStatus: make(map[string]int, len(u.ByStatus)), Redelivered: u.Redelivered}
 	for code, n := range u.ByStatus {
@@ -75,29 +72,29 @@ func (s *Store) Put(ctx context.Context, u redeliver.Undelivered) error {
 }
 
 // Get returns the item; false when no scheduled sweep has written it yet.
-func (s *Store) Get(ctx context.Context) (redeliver.Undelivered, bool, error) {
+func (s *Store) Get(ctx context.Context) (Undelivered, bool, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: table.Key(table.DeploymentPK, table.DeliveryLogSK)})
 	if err != nil {
-		return redeliver.Undelivered{}, false, fmt.Errorf("reading the failed webhook deliveries: %w", err)
+		return Undelivered{}, false, fmt.Errorf("reading the failed webhook deliveries: %w", err)
 	}
 	if out.Item == nil {
-		return redeliver.Undelivered{}, false, nil
+		return Undelivered{}, false, nil
 	}
 	var it item
 	if err := attributevalue.UnmarshalMap(out.Item, &it); err != nil {
-		return redeliver.Undelivered{}, false, fmt.Errorf("decoding the failed webhook deliveries: %w", err)
+		return Undelivered{}, false, fmt.Errorf("decoding the failed webhook deliveries: %w", err)
 	}
-	u := redeliver.Undelivered{CheckedAt: it.CheckedAt, Window: time.Duration(it.WindowSeconds) * time.Second,
+	u := Undelivered{CheckedAt: it.CheckedAt, Window: time.Duration(it.WindowSeconds) * time.Second,
 		ByStatus: make(map[int]int, len(it.ByStatus)), Redelivered: it.Redelivered}
 	for code, n := range it.ByStatus {
 		c, err := strconv.Atoi(code)
 		if err != nil {
-			return redeliver.Undelivered{}, false, fmt.Errorf("decoding the failed webhook deliveries: status %q: %w", code, err)
+			return Undelivered{}, false, fmt.Errorf("decoding the failed webhook deliveries: status %q: %w", code, err)
 		}
 		u.ByStatus[c] = n
 	}
 	if l := it.Latest; l != nil {
-		u.Latest = &redeliver.FailedDelivery{At: l.At, StatusCode: l.StatusCode, Action: l.Action, GUID: l.GUID}
+		u.Latest = &FailedDelivery{At: l.At, StatusCode: l.StatusCode, Action: l.Action, GUID: l.GUID}
 	}
 	return u, true, nil
 }
