@@ -6,18 +6,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
-
-// StoreAPI is the part of the DynamoDB client the store uses.
-type StoreAPI interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
 
 // Store keeps, in the product's table, what the sweeper last saw in GitHub's
 // log of the App's webhook deliveries (Undelivered). One deployment-level item
@@ -25,12 +18,13 @@ type StoreAPI interface {
 // read the log, answers `runnerscaler status` when GitHub cannot reach the
 // webhook at all — a case that leaves no reservation behind.
 type Store struct {
-	db    StoreAPI
-	table string
+	db table.Table
 }
 
 // NewStore returns the store of tableName.
-func NewStore(db StoreAPI, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 // item is the stored form. Status codes are map keys as decimal strings.
 type item struct {
@@ -65,7 +59,7 @@ func (s *Store) Put(ctx context.Context, u Undelivered) error {
 	for k, v := range table.Key(table.DeploymentPK, table.DeliveryLogSK) {
 		av[k] = v
 	}
-	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
+	if _, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{Item: av}); err != nil {
 		return fmt.Errorf("writing the failed webhook deliveries: %w", err)
 	}
 	return nil
@@ -73,7 +67,7 @@ func (s *Store) Put(ctx context.Context, u Undelivered) error {
 
 // Get returns the item; false when no scheduled sweep has written it yet.
 func (s *Store) Get(ctx context.Context) (Undelivered, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: table.Key(table.DeploymentPK, table.DeliveryLogSK)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.DeploymentPK, table.DeliveryLogSK)})
 	if err != nil {
 		return Undelivered{}, false, fmt.Errorf("reading the failed webhook deliveries: %w", err)
 	}

@@ -18,21 +18,15 @@ import (
 // re-run for 30 days, and a re-run may fail again days after the first.
 const Retention = 31 * 24 * time.Hour
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}
-
 // Store keeps candidates, deaths and budgets in the deployment's table.
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns a store over tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 // Record stores a new candidate, pending in the pool's part of the active
 // index. It reports false, writing nothing, when the job already has one (a
@@ -53,7 +47,6 @@ func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, e
 		i++
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
 		Key:                       table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:          aws.String("SET " + set[2:]),
 		ConditionExpression:       aws.String("attribute_not_exists(#pk)"),
@@ -72,7 +65,6 @@ func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, e
 // Pending returns the pool's undecided candidates.
 func (s *Store) Pending(ctx context.Context, pool string) ([]Candidate, error) {
 	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
 		IndexName:                 aws.String(table.ActiveIndex),
 		KeyConditionExpression:    aws.String("#active = :key"),
 		ExpressionAttributeNames:  map[string]string{"#active": table.ActiveKey},
@@ -95,8 +87,7 @@ func (s *Store) Pending(ctx context.Context, pool string) ([]Candidate, error) {
 
 // Get returns the candidate of job in pool, if there is one.
 func (s *Store) Get(ctx context.Context, pool string, job int64) (Candidate, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
-		Key: table.Key(table.PoolPK(pool), table.RerunSK(job)), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.PoolPK(pool), table.RerunSK(job)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return Candidate{}, false, fmt.Errorf("reading the re-run of job %d: %w", job, err)
 	}
@@ -117,7 +108,6 @@ var ErrDecided = errors.New("rerun: the job was decided already")
 // index; only a pending candidate is decided (ErrDecided otherwise).
 func (s *Store) Decide(ctx context.Context, c Candidate, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:    aws.String("SET #outcome = :outcome, #cause = :cause, #reason = :reason, #decided = :now, #tries = :tries REMOVE #active"),
 		ConditionExpression: aws.String("attribute_exists(#active)"),
@@ -138,7 +128,6 @@ func (s *Store) Decide(ctx context.Context, c Candidate, now time.Time) error {
 // Later records that GitHub refused c's re-run for now: it is asked again at next.
 func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:    aws.String("SET #reason = :reason, #tries = :tries, #next = :next, #cause = :cause"),
 		ConditionExpression: aws.String("attribute_exists(#active)"),
@@ -160,7 +149,6 @@ func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time) (bool, error) {
 	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
 		Key:                      key,
 		UpdateExpression:         aws.String("ADD #n :one, #jobs :job SET #ttl = :ttl"),
 		ConditionExpression:      aws.String("attribute_not_exists(#n) OR (#n < :max AND NOT contains(#jobs, :id))"),
@@ -175,7 +163,7 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 	if !table.ConditionFailed(err) {
 		return false, fmt.Errorf("charging the re-run budget of run %d: %w", c.RunID, err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false, fmt.Errorf("reading the re-run budget of run %d: %w", c.RunID, err)
 	}
@@ -190,8 +178,7 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 // RecordDeath stores a death of a runner (once per Death.Key).
 func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key:       table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
+		Key: table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
 		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, " +
 			"#killed = :killed, #repeated = :repeated, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",
@@ -210,7 +197,6 @@ func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 // Deaths returns the deaths recorded for runner, strongly consistent.
 func (s *Store) Deaths(ctx context.Context, runner string) ([]Death, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
 		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :died)"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#sk": table.SortKey},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.DeathsPK(runner)),

@@ -36,14 +36,14 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 // DynamoDB is the part of the DynamoDB client the sweeper's stores use.
 type DynamoDB interface {
 	reservation.API
-	poolstate.API
-	redeliver.StoreAPI
+	table.API
 }
 
 // Clients are the AWS APIs the sweeper function calls.
