@@ -435,7 +435,7 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	// The runner versions as the deployment checks them (sweeper/wiring).
 	sopts := sweeper.Options{Versions: runnerversion.New(runnerversion.NewStore(l.opts.DB, l.opts.Table), l.gh, clk, l.opts.Log, l.emf),
 		GroupAccess: groupaccess.NewRefresher(groupaccess.NewStore(l.opts.DB, l.opts.Table),
-			sweeper.GroupAccessGitHub{GitHub: l.gh}, clk, l.opts.Log)}
+			l.gh, clk, l.opts.Log)}
 	if l.recoverer != nil {
 		sopts.Recoverer = l.recoverer
 		sopts.DeliveryLog = redeliver.NewStore(l.opts.DB, l.opts.Table)

@@ -28,7 +28,7 @@ var (
 	_ sweeper.DrainMark     = (*teardown.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
 	_ sweeper.DeliveryLog   = (*redeliver.Store)(nil)
-	_ groupaccess.GitHub    = sweeper.GroupAccessGitHub{GitHub: (*githubapi.Router)(nil)}
+	_ groupaccess.GitHub    = (*githubapi.Router)(nil)
 	_ groupaccess.Records   = (*groupaccess.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)
 	_ reconcile.JobLinks    = (*reservation.Store)(nil)

@@ -156,7 +156,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	opts.Versions = runnerversion.New(runnerversion.NewStore(c.DynamoDB, cfg.TableName),
 		runnerversion.RouterReleases{Router: gh, Scope: pools.Pools[0].Scope()}, env.Clock, env.Log, metrics)
 	opts.GroupAccess = groupaccess.NewRefresher(groupaccess.NewStore(c.DynamoDB, cfg.TableName),
-		sweeper.GroupAccessGitHub{GitHub: gh}, env.Clock, env.Log)
+		gh, env.Clock, env.Log)
 	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
 	if err != nil {
 		return nil, err
