@@ -223,10 +223,7 @@ func endedBefore(cs *corev1.ContainerStatus, t time.Time) bool {
 	if cs == nil || cs.State.Running != nil {
 		return cs == nil
 	}
-	end := cs.State.Terminated
-	if end == nil {
-		end = cs.LastTerminationState.Terminated
-	}
+	end := lastEnd(cs)
 	return end != nil && end.FinishedAt.Time.Before(t.Add(-time.Second))
 }
 
