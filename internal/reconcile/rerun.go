@@ -265,7 +265,7 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	}
 	v := rerun.Decide(c, deaths, starts, s.now)
 	switch {
-	case v.Outcome == rerun.Pending:
+	case v.Decision == rerun.Pending:
 		return nil
 	case len(deaths) == 0:
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
@@ -281,7 +281,7 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, why)
 	}
 	v = rerun.Decide(c, deaths, starts, s.now)
-	switch v.Outcome {
+	switch v.Decision {
 	case rerun.Pending:
 		return nil
 	case rerun.NotRerun:
@@ -422,8 +422,8 @@ func refusedForGood(err error) bool {
 }
 
 // settleRerun writes c's outcome once, logs it and counts it.
-func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidate, o rerun.Outcome, reason string) error {
-	c.Outcome, c.Reason = o, reason
+func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidate, o rerun.Decision, reason string) error {
+	c.Decision, c.Reason = o, reason
 	err := r.opts.Reruns.Decide(ctx, c, s.now)
 	if errors.Is(err, rerun.ErrDecided) {
 		return nil // another sweeper decided it first

@@ -32,7 +32,7 @@ func NewStore(db table.API, tableName string) *Store {
 // index. It reports false, writing nothing, when the job already has one (a
 // redelivered `completed`).
 func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, error) {
-	c.RecordedMillis, c.Outcome = now.UnixMilli(), Pending
+	c.RecordedMillis, c.Decision = now.UnixMilli(), Pending
 	item, err := attributevalue.MarshalMap(c)
 	if err != nil {
 		return false, fmt.Errorf("encoding the re-run candidate of job %d: %w", c.JobID, err)
@@ -113,7 +113,7 @@ func (s *Store) Decide(ctx context.Context, c Candidate, now time.Time) error {
 		ConditionExpression: aws.String("attribute_exists(#active)"),
 		ExpressionAttributeNames: map[string]string{"#outcome": "outcome", "#cause": "cause", "#reason": "reason",
 			"#decided": "decidedAt", "#tries": "tries", "#active": table.ActiveKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":outcome": table.Str(string(c.Outcome)),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":outcome": table.Str(string(c.Decision)),
 			":cause": table.Str(c.Cause), ":reason": table.Str(c.Reason), ":now": table.Millis(now), ":tries": table.Num(int64(c.Tries))},
 	})
 	switch {
