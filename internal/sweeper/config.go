@@ -70,7 +70,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
-		Lease: 30 * time.Second, Parallelism: 4, RunnerListMaxAge: DefaultRunnerListMaxAge, Kubeconfig: getenv("KUBECONFIG"),
+		RunnerListMaxAge: DefaultRunnerListMaxAge, Kubeconfig: getenv("KUBECONFIG"),
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: secret.Value(getenv("GITHUB_APP_PRIVATE_KEY")),
@@ -86,12 +86,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			}
 			*dst = n
 		}
-	}
-	if c.GitHubURL == "" {
-		c.GitHubURL = "https://api.github.com/"
-	}
-	if c.RunnerGitHubURL == "" {
-		c.RunnerGitHubURL = RunnerURL(c.GitHubURL)
 	}
 	if v := getenv("LEASE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -127,8 +121,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// Validate reports missing or invalid settings by variable name.
-func (c Config) Validate() error {
+// Validate gives the settings left zero their defaults, then reports missing
+// or invalid settings by variable name.
+func (c *Config) Validate() error {
+	c.defaults()
 	var errs []error
 	if c.TableName == "" {
 		errs = append(errs, errors.New("TABLE_NAME is required"))
@@ -146,6 +142,24 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("set both EKS_ENDPOINT and EKS_CA, or neither (then eks:DescribeCluster finds them)"))
 	}
 	return errors.Join(append(errs, c.validateGitHub())...)
+}
+
+// defaults gives each setting left zero its default. RunnerListMaxAge has
+// none here: zero is a setting (each pool reads its own list), so
+// ConfigFromEnv starts it at DefaultRunnerListMaxAge.
+func (c *Config) defaults() {
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.Parallelism == 0 {
+		c.Parallelism = 4
+	}
+	if c.GitHubURL == "" {
+		c.GitHubURL = "https://api.github.com/"
+	}
+	if c.RunnerGitHubURL == "" {
+		c.RunnerGitHubURL = RunnerURL(c.GitHubURL)
+	}
 }
 
 // validateGitHub: an App (id and one source of its key; the installation id is

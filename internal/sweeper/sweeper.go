@@ -139,26 +139,8 @@ type Sweeper struct {
 // decides and records desired counts without touching Kubernetes.
 func New(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, reconciler Reconciler,
 	clk clock.Clock, log *slog.Logger, opts Options) (*Sweeper, error) {
-	if err := required(pools, rs, status, leases, clk, opts); err != nil {
+	if err := required(pools, rs, status, leases, clk, &opts); err != nil {
 		return nil, err
-	}
-	if opts.Parallelism <= 0 {
-		opts.Parallelism = 4
-	}
-	if opts.ExtendWithin <= 0 {
-		opts.ExtendWithin = 5 * time.Minute
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = 24 * time.Hour
-	}
-	if opts.MaxRounds <= 0 {
-		opts.MaxRounds = 100
-	}
-	if opts.RefillWait <= 0 {
-		opts.RefillWait = 10 * time.Second
-	}
-	if opts.RefillPoll <= 0 {
-		opts.RefillPoll = 250 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
