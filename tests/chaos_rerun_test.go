@@ -32,7 +32,7 @@ func (w *world) rerunsSettled() bool {
 			continue
 		}
 		c, ok := w.rerunDecision(j)
-		if !ok || c.Outcome == rerun.Pending {
+		if !ok || c.Decision == rerun.Pending {
 			return false
 		}
 	}
@@ -97,7 +97,7 @@ func (w *world) checkReruns(budget int) chaosReruns {
 		default:
 			c, _ := w.rerunDecision(j)
 			out.problems = append(out.problems, fmt.Sprintf("job %d (attempt %d, runner %s) ended %s and was not re-run: %s %s (cause %q)",
-				j.ID, j.RunAttempt, j.RunnerName, j.Conclusion, c.Outcome, c.Reason, c.Cause))
+				j.ID, j.RunAttempt, j.RunnerName, j.Conclusion, c.Decision, c.Reason, c.Cause))
 		}
 	}
 	for run, j := range last {

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
 	"github.com/runnerscaler/runnerscaler/internal/lease"
@@ -124,7 +123,7 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 		d.t.Fatal(err)
 	}
 	s, err := sweeper.New(cfg, d.rs, poolstate.NewStore(d.db, d.table), leases,
-		rec, clk, nil, sweeper.Options{Removed: inventory.New(d.kube, d.table), Drain: drain.NewMark(d.db, d.table)})
+		rec, clk, nil, sweeper.Options{Removed: inventory.New(d.kube, d.table), Drain: teardown.NewMark(d.db, d.table)})
 	if err != nil {
 		d.t.Fatal(err)
 	}

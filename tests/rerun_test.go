@@ -47,7 +47,7 @@ func TestOOMKilledJobIsRerunOnce(t *testing.T) {
 	first := w.runningJob(0)
 	w.oomKill(first)
 	c := w.decided("oom", first.ID)
-	if c.Outcome != rerun.Rerun || !killed(c.Cause) {
+	if c.Decision != rerun.Rerun || !killed(c.Cause) {
 		t.Fatalf("decision %+v: want a re-run caused by the OOM kill", c)
 	}
 	w.traceShowsRerun(first.ID, "re-run")
@@ -72,7 +72,7 @@ func TestJobThatFailsByItselfIsNotRerun(t *testing.T) {
 	j := w.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme",
 		Labels: []string{"self-hosted", "oom"}, Duration: time.Second, Script: "exit 1"})
 	c := w.decided("oom", j.ID)
-	if c.Outcome != rerun.NotRerun || c.Cause != "" {
+	if c.Decision != rerun.NotRerun || c.Cause != "" {
 		t.Fatalf("decision %+v: want not re-run, no death", c)
 	}
 	if got := w.loop.Sim.Reruns(); len(got) != 0 {
@@ -94,13 +94,13 @@ func TestRerunBudgetStopsAJobThatKeepsDying(t *testing.T) {
 	w.queue(1, 30*time.Second, "oom")
 	first := w.runningJob(0)
 	w.oomKill(first)
-	if c := w.decided("oom", first.ID); c.Outcome != rerun.Rerun {
+	if c := w.decided("oom", first.ID); c.Decision != rerun.Rerun {
 		t.Fatalf("first attempt: %+v, want re-run", c)
 	}
 	second := w.runningJob(first.ID)
 	w.oomKill(second)
 	c := w.decided("oom", second.ID)
-	if c.Outcome != rerun.NotRerun || !strings.Contains(c.Reason, "budget of 1 re-run(s) is spent") || !killed(c.Cause) {
+	if c.Decision != rerun.NotRerun || !strings.Contains(c.Reason, "budget of 1 re-run(s) is spent") || !killed(c.Cause) {
 		t.Fatalf("second attempt: %+v, want not re-run: the budget is spent", c)
 	}
 	if got := w.loop.Sim.Reruns()[first.ID]; len(got) != 1 {
@@ -165,7 +165,7 @@ func (w *world) decided(pool string, job int64) rerun.Candidate {
 			w.t.Fatal(err)
 		}
 		c = got
-		return ok && got.Outcome != rerun.Pending
+		return ok && got.Decision != rerun.Pending
 	})
 	return c
 }

@@ -122,7 +122,7 @@ func newScaleWorld(tb testing.TB, spec scaleSpec) *scaleWorld {
 	w.rs = reservation.New(db, tableName, w.clock)
 	store := reservation.New(metered, tableName, w.clock)
 	rec, err := reconcile.New(w.cfg, kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: store, Deployment: tableName,
-		RunnerListMaxAge: reconcile.DefaultRunnerListMaxAge})
+		RunnerListMaxAge: sweeper.DefaultRunnerListMaxAge})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
@@ -83,7 +83,7 @@ pools:
 
 	clk := clock.RealClock{}
 	g := gather.New(cfg, reservation.New(db, tableName, clk), poolstate.NewStore(db, tableName),
-		deliverylog.NewStore(db, tableName), kube, clk, gather.WithQueueWaits(queuewait.New(db, tableName, clk)))
+		redeliver.NewStore(db, tableName), kube, clk, gather.WithQueueWaits(queuewait.New(db, tableName, clk)))
 	r, err := g.Report(t.Context(), "")
 	if err != nil {
 		t.Fatal(err)

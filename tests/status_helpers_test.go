@@ -3,8 +3,8 @@ package tests
 import (
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 )
@@ -13,5 +13,5 @@ import (
 func (w *world) gatherer(opts ...gather.Option) *gather.Gatherer {
 	clk := clock.RealClock{}
 	return gather.New(w.cfg, reservation.New(w.db, w.table, clk), poolstate.NewStore(w.db, w.table),
-		deliverylog.NewStore(w.db, w.table), w.kube, clk, opts...)
+		redeliver.NewStore(w.db, w.table), w.kube, clk, opts...)
 }

@@ -7,9 +7,9 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/status/gather"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
@@ -51,7 +51,7 @@ pools:
 
 	clk := clock.RealClock{}
 	g := gather.New(cfg, reservation.New(db, tableName, clk), poolstate.NewStore(db, tableName),
-		deliverylog.NewStore(db, tableName), kube, clk)
+		redeliver.NewStore(db, tableName), kube, clk)
 	for _, j := range l.Sim.Jobs() {
 		// The completed delivery may still be on its way.
 		w.waitFor(fmt.Sprintf("job %d traced as completed", j.ID), 30*time.Second, func() bool {

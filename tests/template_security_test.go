@@ -90,7 +90,7 @@ func TestWebhookKeepsToItsPartitions(t *testing.T) {
 				t.Errorf("statement %v does not cover partition %s (patterns %v): the webhook uses it", st["Action"], pk, patterns)
 			}
 		}
-		for _, pk := range []string{table.DrainPK, table.LegacyDrainPK, table.DeploymentPK} {
+		for _, pk := range []string{table.DrainPK, table.DeploymentPK} {
 			if matches(pk) {
 				t.Errorf("the webhook may use partition %s (patterns %v): it is the sweeper's or the teardown's", pk, patterns)
 			}

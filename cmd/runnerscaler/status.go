@@ -10,10 +10,10 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
+	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
@@ -149,6 +149,6 @@ func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
 	db := awsconf.DynamoDB(aws, f.dynamoEndpoint)
 	clk := clock.RealClock{}
 	return gather.New(pools, reservation.New(db, f.table, clk), poolstate.NewStore(db, f.table),
-		deliverylog.NewStore(db, f.table), kc, clk, gather.WithQueueWaits(queuewait.New(db, f.table, clk)), gather.WithReruns(rerun.NewStore(db, f.table)),
+		redeliver.NewStore(db, f.table), kc, clk, gather.WithQueueWaits(queuewait.New(db, f.table, clk)), gather.WithReruns(rerun.NewStore(db, f.table)),
 		gather.WithRunnerReleases(runnerversion.NewStore(db, f.table))), nil
 }

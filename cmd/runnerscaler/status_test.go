@@ -25,7 +25,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/lease"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -474,7 +473,7 @@ pools:
 
 	s, err := sweeper.New(w.pools, reservation.New(w.db, w.table, w.clock), poolstate.NewStore(w.db, w.table),
 		w.leases(), nil, w.clock, nil,
-		sweeper.Options{Recoverer: redeliver.New(app, w.clock, 0, nil), DeliveryLog: deliverylog.NewStore(w.db, w.table)})
+		sweeper.Options{Recoverer: redeliver.New(app, w.clock, 0, nil), DeliveryLog: redeliver.NewStore(w.db, w.table)})
 	if err != nil {
 		t.Fatal(err)
 	}

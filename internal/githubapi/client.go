@@ -52,7 +52,7 @@ type Config struct {
 	// Clock decides token freshness and rate-limit waits (default: real time).
 	Clock clock.PassiveClock
 	// Cache holds runner lists and their ETags (default: a new in-memory cache).
-	Cache RunnerCache
+	Cache *RunnerCache
 }
 
 // endpoint is the API root (with a trailing slash) and the transport to reach it.
@@ -89,7 +89,7 @@ func (a Auth) Validate() error {
 type Client struct {
 	gh    *github.Client
 	clock clock.PassiveClock
-	cache RunnerCache
+	cache *RunnerCache
 	meter *meter
 
 	mu        sync.Mutex
@@ -128,7 +128,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	c := &Client{gh: gh, clock: m.clock, cache: cfg.Cache, meter: m, regTokens: map[string]RegistrationToken{}, groups: map[string]int64{}}
 	if c.cache == nil {
-		c.cache = NewMemoryCache()
+		c.cache = NewRunnerCache()
 	}
 	return c, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -88,14 +89,14 @@ var operations = []opCase{
 	{githubapi.OpGetRunnerGroup, `^GET /orgs/acme/actions/runner-groups/\d+$`, func(t *testing.T, f *front) call {
 		f.sim.AddGroup(org, "big", []string{"acme/app"})
 		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
-			_, err := c.RunnerGroupAccess(ctx, org, "big", githubapi.GroupAccess{})
+			_, err := c.RunnerGroupAccess(ctx, org, "big", groupaccess.Access{})
 			return err
 		})
 	}},
 	{githubapi.OpListGroupRepositories, `^GET /orgs/acme/actions/runner-groups/\d+/repositories$`, func(t *testing.T, f *front) call {
 		f.sim.AddGroup(org, "big", []string{"acme/app"})
 		return installationCall(t, f, func(ctx context.Context, c *githubapi.Client) error {
-			_, err := c.RunnerGroupAccess(ctx, org, "big", githubapi.GroupAccess{})
+			_, err := c.RunnerGroupAccess(ctx, org, "big", groupaccess.Access{})
 			return err
 		})
 	}},

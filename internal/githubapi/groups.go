@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-github/v88/github"
 
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
@@ -18,51 +19,12 @@ const (
 	OpListGroupRepositories Op = "list runner group repositories"
 )
 
-// The visibilities of an organization's runner group, as GitHub names them.
-const (
-	// VisibilityAll: every repository of the organization may use the group.
-	VisibilityAll = "all"
-	// VisibilitySelected: only the repositories listed for the group.
-	VisibilitySelected = "selected"
-	// VisibilityPrivate: only the organization's private repositories.
-	VisibilityPrivate = "private"
-)
-
-// GroupAccess is who may use one runner group of an organization, as GitHub
-// last answered, with the ETags that make the next read conditional.
-type GroupAccess struct {
-	// ID is the group's id.
-	ID int64
-	// Visibility is GitHub's: VisibilityAll, VisibilitySelected or VisibilityPrivate.
-	Visibility string
-	// ETag is the answer's about the group itself.
-	ETag string
-	// Pages are the group's repositories, page by page as GitHub listed them
-	// (VisibilitySelected only; empty otherwise).
-	Pages []RepositoryPage
-}
-
-// RepositoryPage is one page of a runner group's repositories and its ETag.
-type RepositoryPage struct {
-	ETag string
-	// Repositories are full names (owner/name).
-	Repositories []string
-}
-
-// Repositories is every page's repositories, in GitHub's order.
-func (a GroupAccess) Repositories() []string {
-	var all []string
-	for _, p := range a.Pages {
-		all = append(all, p.Repositories...)
-	}
-	return all
-}
-
 // RunnerGroupAccess reads who may use the runner group named name in
 // organization s: the group (its id is RunnerGroupID's, cached) and, for a
-// group of VisibilitySelected, every page of its repositories. Each request
+// group of visibility groupaccess.Selected, every page of its repositories. Each request
 // carries If-None-Match with prev's ETag for it (prev is the caller's last
 // answer, zero for none); a 304, which costs no rate limit, keeps prev's part.
+// The answer's Scope, Group and ReadAt are left zero: they are the caller's.
 // An unchanged group of N selected repositories costs 1 + ⌈N/100⌉ requests and
 // no rate limit. Both operations are Deferrable: near the rate limit they fail
 // with a *DeferredError. ErrNotFound: no such group (the id cached for the
@@ -72,25 +34,25 @@ func (a GroupAccess) Repositories() []string {
 //
 // GET /orgs/{org}/actions/runner-groups/{runner_group_id} and
 // GET /orgs/{org}/actions/runner-groups/{runner_group_id}/repositories (per_page=100, page=N).
-func (c *Client) RunnerGroupAccess(ctx context.Context, s scope.Scope, name string, prev GroupAccess) (GroupAccess, error) {
+func (c *Client) RunnerGroupAccess(ctx context.Context, s scope.Scope, name string, prev groupaccess.Access) (groupaccess.Access, error) {
 	if s.Kind() != scope.Organization {
-		return GroupAccess{}, fmt.Errorf("reading the access of runner group %q of %s: only organization groups: %w", name, s, errors.ErrUnsupported)
+		return groupaccess.Access{}, fmt.Errorf("reading the access of runner group %q of %s: only organization groups: %w", name, s, errors.ErrUnsupported)
 	}
 	// Rate limited or near the limit, not even the group's id is looked up
 	// for this read (JIT configs look it up regardless).
 	if err := c.meter.admit(OpGetRunnerGroup); err != nil {
-		return GroupAccess{}, fmt.Errorf("reading runner group %q of %s: %w", name, s, err)
+		return groupaccess.Access{}, fmt.Errorf("reading runner group %q of %s: %w", name, s, err)
 	}
 	id, err := c.RunnerGroupID(ctx, s, name)
 	if err != nil {
-		return GroupAccess{}, err
+		return groupaccess.Access{}, err
 	}
-	if prev.ID != id {
-		prev = GroupAccess{}
+	if prev.GroupID != id {
+		prev = groupaccess.Access{}
 	}
 	es, err := escaped(s)
 	if err != nil {
-		return GroupAccess{}, fmt.Errorf("reading runner group %q: %w", name, err)
+		return groupaccess.Access{}, fmt.Errorf("reading runner group %q: %w", name, err)
 	}
 	base := fmt.Sprintf("%s/actions/runner-groups/%d", path(es), id)
 	var g github.RunnerGroup
@@ -100,27 +62,27 @@ func (c *Client) RunnerGroupAccess(ctx context.Context, s scope.Scope, name stri
 		c.forgetGroup(s, name)
 	}
 	if err != nil {
-		return GroupAccess{}, err
+		return groupaccess.Access{}, err
 	}
-	out := GroupAccess{ID: id, Visibility: prev.Visibility, ETag: prev.ETag}
+	out := groupaccess.Access{GroupID: id, Visibility: prev.Visibility, ETag: prev.ETag}
 	if got {
-		out.Visibility, out.ETag = g.GetVisibility(), etag
+		out.Visibility, out.ETag = groupaccess.Visibility(g.GetVisibility()), etag
 	}
-	if out.Visibility != VisibilitySelected {
+	if out.Visibility != groupaccess.Selected {
 		return out, nil
 	}
 	if out.Pages, err = c.groupRepositories(ctx, s, name, base, prev.Pages); err != nil {
-		return GroupAccess{}, err
+		return groupaccess.Access{}, err
 	}
 	return out, nil
 }
 
 // groupRepositories lists every page of a group's repositories, each asked
 // with the ETag of prev's page of that number.
-func (c *Client) groupRepositories(ctx context.Context, s scope.Scope, name, base string, prev []RepositoryPage) ([]RepositoryPage, error) {
-	var pages []RepositoryPage
+func (c *Client) groupRepositories(ctx context.Context, s scope.Scope, name, base string, prev []groupaccess.Page) ([]groupaccess.Page, error) {
+	var pages []groupaccess.Page
 	for page := 1; page != 0; {
-		var cached RepositoryPage
+		var cached groupaccess.Page
 		if page <= len(prev) {
 			cached = prev[page-1]
 		}
@@ -143,7 +105,7 @@ func (c *Client) groupRepositories(ctx context.Context, s scope.Scope, name, bas
 			}
 		}
 		if got {
-			p = RepositoryPage{ETag: etag, Repositories: make([]string, 0, len(list.Repositories))}
+			p = groupaccess.Page{ETag: etag, Repositories: make([]string, 0, len(list.Repositories))}
 			for _, r := range list.Repositories {
 				p.Repositories = append(p.Repositories, r.GetFullName())
 			}
@@ -200,10 +162,10 @@ func (c *Client) forgetGroup(s scope.Scope, name string) {
 }
 
 // RunnerGroupAccess is Client.RunnerGroupAccess through the scope's credentials.
-func (r *Router) RunnerGroupAccess(ctx context.Context, s scope.Scope, name string, prev GroupAccess) (GroupAccess, error) {
+func (r *Router) RunnerGroupAccess(ctx context.Context, s scope.Scope, name string, prev groupaccess.Access) (groupaccess.Access, error) {
 	c, err := r.client(ctx, s)
 	if err != nil {
-		return GroupAccess{}, err
+		return groupaccess.Access{}, err
 	}
 	a, err := c.RunnerGroupAccess(ctx, s, name, prev)
 	return a, r.settle(s, err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
@@ -26,14 +27,14 @@ func TestRunnerGroupAccessConditional(t *testing.T) {
 	}
 	id := e.sim.AddGroup(org, "Restricted", repos)
 
-	a, err := e.client.RunnerGroupAccess(ctx, org, "restricted", githubapi.GroupAccess{})
+	a, err := e.client.RunnerGroupAccess(ctx, org, "restricted", groupaccess.Access{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.ID != id || a.Visibility != githubapi.VisibilitySelected || a.ETag == "" || len(a.Pages) != 2 ||
+	if a.GroupID != id || a.Visibility != groupaccess.Selected || a.ETag == "" || len(a.Pages) != 2 ||
 		!slices.Equal(a.Repositories(), repos) {
 		t.Fatalf("first read: id %d, visibility %q, etag %q, %d pages, %d repositories; want group %d, selected, 150 repositories in 2 pages",
-			a.ID, a.Visibility, a.ETag, len(a.Pages), len(a.Repositories()), id)
+			a.GroupID, a.Visibility, a.ETag, len(a.Pages), len(a.Repositories()), id)
 	}
 
 	before, units := e.client.Stats(), e.sim.RateRemaining(installation)
@@ -46,7 +47,7 @@ func TestRunnerGroupAccessConditional(t *testing.T) {
 		t.Fatalf("unchanged group: %d calls, %d not modified, %d rate units; want 3 requests (group, 2 pages), all 304, none charged",
 			st.Calls-before.Calls, st.NotModified-before.NotModified, units-e.sim.RateRemaining(installation))
 	}
-	if !slices.Equal(again.Repositories(), repos) || again.Visibility != githubapi.VisibilitySelected || again.ETag != a.ETag {
+	if !slices.Equal(again.Repositories(), repos) || again.Visibility != groupaccess.Selected || again.ETag != a.ETag {
 		t.Fatalf("after 304s: %+v; want the same access", again)
 	}
 
@@ -78,18 +79,18 @@ func TestRunnerGroupAccessVisibilities(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.sim.AddGroup(org, "everyone", nil)
-	for name, want := range map[string]string{"private-only": githubapi.VisibilityPrivate, "everyone": githubapi.VisibilityAll} {
-		a, err := e.client.RunnerGroupAccess(ctx, org, name, githubapi.GroupAccess{})
+	for name, want := range map[string]groupaccess.Visibility{"private-only": groupaccess.Private, "everyone": groupaccess.All} {
+		a, err := e.client.RunnerGroupAccess(ctx, org, name, groupaccess.Access{})
 		if err != nil || a.Visibility != want || len(a.Pages) != 0 {
 			t.Fatalf("%s: %+v, %v; want visibility %s and no repositories", name, a, err, want)
 		}
 	}
-	if _, err := e.client.RunnerGroupAccess(ctx, org, "nope", githubapi.GroupAccess{}); !errors.Is(err, githubapi.ErrNotFound) {
+	if _, err := e.client.RunnerGroupAccess(ctx, org, "nope", groupaccess.Access{}); !errors.Is(err, githubapi.ErrNotFound) {
 		t.Fatalf("unknown group: %v; want ErrNotFound", err)
 	}
 	ent := scope.Scope{Enterprise: "acme-corp"}
 	calls := e.client.Stats().Calls
-	if _, err := e.client.RunnerGroupAccess(ctx, ent, "g", githubapi.GroupAccess{}); !errors.Is(err, errors.ErrUnsupported) || e.client.Stats().Calls != calls {
+	if _, err := e.client.RunnerGroupAccess(ctx, ent, "g", groupaccess.Access{}); !errors.Is(err, errors.ErrUnsupported) || e.client.Stats().Calls != calls {
 		t.Fatalf("enterprise group: %v, %d calls; want ErrUnsupported without a request", err, e.client.Stats().Calls-calls)
 	}
 	e.sim.LeaveRateLimit(400)
@@ -102,7 +103,7 @@ func TestRunnerGroupAccessVisibilities(t *testing.T) {
 	e.sim.AddGroup(org, "never-looked-up", nil)
 	calls = e.client.Stats().Calls
 	for _, name := range []string{"everyone", "never-looked-up"} {
-		if _, err := e.client.RunnerGroupAccess(ctx, org, name, githubapi.GroupAccess{}); !errors.Is(err, githubapi.ErrDeferred) {
+		if _, err := e.client.RunnerGroupAccess(ctx, org, name, groupaccess.Access{}); !errors.Is(err, githubapi.ErrDeferred) {
 			t.Fatalf("access of group %s near the limit: %v; want deferred", name, err)
 		}
 	}
@@ -119,15 +120,15 @@ func TestRunnerGroupAccessFindsAGroupMadeAgain(t *testing.T) {
 	e := newEnv(t, githubsim.Options{})
 	ctx := t.Context()
 	e.sim.AddGroup(org, "g", []string{"acme/a"})
-	if _, err := e.client.RunnerGroupAccess(ctx, org, "g", githubapi.GroupAccess{}); err != nil {
+	if _, err := e.client.RunnerGroupAccess(ctx, org, "g", groupaccess.Access{}); err != nil {
 		t.Fatal(err)
 	}
 	newID := e.sim.ReplaceGroup(org, "g", []string{"acme/b"})
-	if _, err := e.client.RunnerGroupAccess(ctx, org, "g", githubapi.GroupAccess{}); !errors.Is(err, githubapi.ErrNotFound) {
+	if _, err := e.client.RunnerGroupAccess(ctx, org, "g", groupaccess.Access{}); !errors.Is(err, githubapi.ErrNotFound) {
 		t.Fatalf("read with the old id: %v; want ErrNotFound", err)
 	}
-	a, err := e.client.RunnerGroupAccess(ctx, org, "g", githubapi.GroupAccess{})
-	if err != nil || a.ID != newID || !slices.Equal(a.Repositories(), []string{"acme/b"}) {
+	a, err := e.client.RunnerGroupAccess(ctx, org, "g", groupaccess.Access{})
+	if err != nil || a.GroupID != newID || !slices.Equal(a.Repositories(), []string{"acme/b"}) {
 		t.Fatalf("after forgetting: %+v, %v; want group %d with acme/b", a, err, newID)
 	}
 }

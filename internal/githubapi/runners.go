@@ -21,17 +21,6 @@ type Runner struct {
 	Labels []string
 }
 
-// RunnerCache keeps listed pages and their ETags between sweeps (and warm
-// invocations). Implementations must be safe for concurrent use.
-type RunnerCache interface {
-	// Page returns the stored page of a scope's list.
-	Page(scope string, page int) (CachedPage, bool)
-	// StorePage stores a page.
-	StorePage(scope string, page int, p CachedPage)
-	// Invalidate forgets a scope's pages (after this client changed the list).
-	Invalidate(scope string)
-}
-
 // CachedPage is one page of a runners list and the ETag GitHub gave it.
 type CachedPage struct {
 	ETag     string
@@ -39,25 +28,26 @@ type CachedPage struct {
 	NextPage int
 }
 
-// MemoryCache is an in-memory RunnerCache.
-type MemoryCache struct {
+// RunnerCache keeps listed pages and their ETags in memory between sweeps
+// (and warm invocations). It is safe for concurrent use.
+type RunnerCache struct {
 	mu    sync.Mutex
 	pages map[string]map[int]CachedPage
 }
 
-// NewMemoryCache returns an empty cache.
-func NewMemoryCache() *MemoryCache { return &MemoryCache{pages: map[string]map[int]CachedPage{}} }
+// NewRunnerCache returns an empty cache.
+func NewRunnerCache() *RunnerCache { return &RunnerCache{pages: map[string]map[int]CachedPage{}} }
 
-// Page implements RunnerCache.
-func (m *MemoryCache) Page(scope string, page int) (CachedPage, bool) {
+// Page returns the stored page of a scope's list.
+func (m *RunnerCache) Page(scope string, page int) (CachedPage, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.pages[scope][page]
 	return p, ok
 }
 
-// StorePage implements RunnerCache.
-func (m *MemoryCache) StorePage(scope string, page int, p CachedPage) {
+// StorePage stores a page.
+func (m *RunnerCache) StorePage(scope string, page int, p CachedPage) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.pages[scope] == nil {
@@ -66,8 +56,8 @@ func (m *MemoryCache) StorePage(scope string, page int, p CachedPage) {
 	m.pages[scope][page] = p
 }
 
-// Invalidate implements RunnerCache.
-func (m *MemoryCache) Invalidate(scope string) {
+// Invalidate forgets a scope's pages (after this client changed the list).
+func (m *RunnerCache) Invalidate(scope string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pages, scope)

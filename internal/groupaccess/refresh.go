@@ -19,11 +19,10 @@ import (
 // within RefreshEvery, plus the sweeper's schedule, plus the webhook's cache.
 const RefreshEvery = 5 * time.Minute
 
-// GitHub reads who may use a runner group (the sweeper adapts githubapi's
-// Router). prev is the last answer stored (zero: none), whose ETags make the
+// GitHub reads who may use a runner group (githubapi's Router). prev is the last answer stored (zero: none), whose ETags make the
 // requests conditional; the answer's Scope, Group and ReadAt are the caller's.
 type GitHub interface {
-	ReadGroupAccess(ctx context.Context, s scope.Scope, group string, prev Access) (Access, error)
+	RunnerGroupAccess(ctx context.Context, s scope.Scope, group string, prev Access) (Access, error)
 }
 
 // Records keeps what was read (Store).
@@ -116,7 +115,7 @@ func (r *Refresher) refresh(ctx context.Context, s scope.Scope, group string) er
 	if found && r.clock.Since(prev.ReadAt) < RefreshEvery {
 		return nil
 	}
-	a, err := r.gh.ReadGroupAccess(ctx, s, group, prev)
+	a, err := r.gh.RunnerGroupAccess(ctx, s, group, prev)
 	if err != nil {
 		return err
 	}

@@ -78,7 +78,7 @@ func (f *fakeGitHub) etag(group string) string {
 	return `"` + strings.Join(f.repos[group], ",") + `"`
 }
 
-func (f *fakeGitHub) ReadGroupAccess(_ context.Context, _ scope.Scope, group string, prev groupaccess.Access) (groupaccess.Access, error) {
+func (f *fakeGitHub) RunnerGroupAccess(_ context.Context, _ scope.Scope, group string, prev groupaccess.Access) (groupaccess.Access, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	group = strings.ToLower(group)

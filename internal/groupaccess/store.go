@@ -16,24 +16,15 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
-// API is the part of the DynamoDB client the store uses: the webhook only
-// reads (GetItem), the sweeper also writes (PutItem), lists (Query) and
-// deletes (DeleteItem).
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
-}
-
 // Store keeps one item per scope and group (PK=GROUPS, SK=<scope>#<group>).
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns the store of tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 type item struct {
 	Scope      string     `dynamodbav:"scope"`
@@ -53,8 +44,7 @@ type itemPage struct {
 // Get returns what is stored of group of scope s; false when nothing is. The
 // read is eventually consistent: an item written a moment ago may be missed.
 func (st *Store) Get(ctx context.Context, s scope.Scope, group string) (Access, bool, error) {
-	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(st.table),
-		Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(s.String(), group))})
+	out, err := st.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(s.String(), group))})
 	if err != nil {
 		return Access{}, false, fmt.Errorf("reading the access of runner group %q of %s: %w", group, s, err)
 	}
@@ -107,7 +97,7 @@ func (st *Store) put(ctx context.Context, a Access) error {
 	for k, v := range table.Key(table.GroupAccessPK, table.GroupAccessSK(a.Scope.String(), a.Group)) {
 		av[k] = v
 	}
-	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.table), Item: av}); err != nil {
+	if _, err := st.db.PutItem(ctx, &dynamodb.PutItemInput{Item: av}); err != nil {
 		return fmt.Errorf("writing the access of runner group %q of %s: %w", a.Group, a.Scope, err)
 	}
 	return nil
@@ -124,7 +114,6 @@ type Stored struct {
 // GROUPS partition, its keys only).
 func (st *Store) List(ctx context.Context) ([]Stored, error) {
 	pages := dynamodb.NewQueryPaginator(st.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(st.table),
 		KeyConditionExpression:    aws.String("#pk = :pk"),
 		ProjectionExpression:      aws.String("#scope, #group"),
 		ExpressionAttributeNames:  map[string]string{"#pk": table.PartitionKey, "#scope": "scope", "#group": "group"},
@@ -147,8 +136,7 @@ func (st *Store) List(ctx context.Context) ([]Stored, error) {
 
 // Delete deletes the item of g; one already gone is no error.
 func (st *Store) Delete(ctx context.Context, g Stored) error {
-	_, err := st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.table),
-		Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(g.Scope, g.Group))})
+	_, err := st.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{Key: table.Key(table.GroupAccessPK, table.GroupAccessSK(g.Scope, g.Group))})
 	if err != nil {
 		return fmt.Errorf("deleting the access of runner group %q of %s: %w", g.Group, g.Scope, err)
 	}

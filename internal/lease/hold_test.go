@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/lease"
+	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
@@ -30,7 +31,7 @@ const (
 // fake time it was sent at, answers the n-th (from 1) as answers(n) says, and
 // counts the renewals in flight. Other writes go through.
 type renewals struct {
-	lease.API
+	table.API
 	clock    *clocktesting.FakeClock
 	answers  func(n int) answer
 	sent     chan time.Time

@@ -28,12 +28,6 @@ var ErrHeld = errors.New("lease held by another sweeper")
 // ErrLost means the lease expired and someone else took it: stop acting on the pool.
 var ErrLost = errors.New("lease lost")
 
-// API is the part of the DynamoDB client leases use.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
 // Leases hands out per-pool leases. A lease is a conditional write on the pool's
 // LEASE item: it may be taken when absent, released, or expired — never re-taken
 // by a holder that already has it, so holders must be unique per invocation.
@@ -51,8 +45,7 @@ type API interface {
 // nudge names go with it (Lease.Nudged), so that the holder reads them even where
 // its index read lags; they stay on the item until a release with nothing pending.
 type Leases struct {
-	db          API
-	table       string
+	db          table.Table
 	clock       clock.Clock
 	length      time.Duration
 	margin      time.Duration
@@ -75,8 +68,8 @@ func WithCallTimeout(d time.Duration) Option { return func(l *Leases) { l.callTi
 // The clock dates acquisitions and renewals and times Hold. It fails, naming the
 // setting, unless the length is positive, the margin at least zero and shorter
 // than the length, and the call timeout positive.
-func New(db API, tableName string, clk clock.Clock, length time.Duration, opts ...Option) (*Leases, error) {
-	l := &Leases{db: db, table: tableName, clock: clk, length: length, margin: length / 6, callTimeout: length / 4}
+func New(db table.API, tableName string, clk clock.Clock, length time.Duration, opts ...Option) (*Leases, error) {
+	l := &Leases{db: table.Table{DB: db, Name: tableName}, clock: clk, length: length, margin: length / 6, callTimeout: length / 4}
 	for _, o := range opts {
 		o(l)
 	}
@@ -141,7 +134,6 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	out, err := l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(l.table),
 		Key:                 itemKey(pool),
 		UpdateExpression:    aws.String("SET #holder = :me, #until = :until, #acquired = :now"),
 		ConditionExpression: aws.String("attribute_not_exists(#holder) OR #holder = :none OR #until <= :now"),
@@ -168,7 +160,7 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 func (l *Leases) heldError(ctx context.Context, pool string) error {
 	ctx, cancel := l.call(ctx)
 	defer cancel()
-	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(pool), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(ctx, &dynamodb.GetItemInput{Key: itemKey(pool), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return fmt.Errorf("pool %s: %w (reading holder: %v)", pool, ErrHeld, err)
 	}
@@ -206,7 +198,6 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (boo
 		names["#nudged"], values[":jobs"] = nudgedAttr, &types.AttributeValueMemberNS{Value: ids}
 	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.table),
 		Key:                       itemKey(pool),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String("#holder <> :none AND #until > :now"),
@@ -233,7 +224,6 @@ func (le *Lease) Renew(ctx context.Context) error {
 	ctx, cancel := l.call(ctx)
 	defer cancel()
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool),
 		UpdateExpression:          aws.String("SET #until = :until"),
 		ConditionExpression:       aws.String("#holder = :me"),
@@ -291,7 +281,6 @@ func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err
 	cctx, cancel := l.call(ctx)
 	defer cancel()
 	_, err = l.db.UpdateItem(cctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(l.table),
 		Key:                       itemKey(le.Pool),
 		UpdateExpression:          aws.String(update),
 		ConditionExpression:       aws.String(cond),
@@ -313,7 +302,7 @@ func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
 	l := le.leases
 	gctx, cancel := l.call(ctx)
 	defer cancel()
-	out, err := l.db.GetItem(gctx, &dynamodb.GetItemInput{TableName: aws.String(l.table), Key: itemKey(le.Pool), ConsistentRead: aws.Bool(true)})
+	out, err := l.db.GetItem(gctx, &dynamodb.GetItemInput{Key: itemKey(le.Pool), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false, fmt.Errorf("reading lease of pool %s: %w", le.Pool, err)
 	}

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/runnerscaler/runnerscaler/internal/lease"
+	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
@@ -220,7 +221,7 @@ func TestLeaseNotReacquiredByItsHolder(t *testing.T) {
 }
 
 // hangingRenewals answers every renewal only when its context ends.
-type hangingRenewals struct{ lease.API }
+type hangingRenewals struct{ table.API }
 
 func (h hangingRenewals) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
 	if aws.ToString(in.UpdateExpression) == "SET #until = :until" {

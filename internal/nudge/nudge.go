@@ -60,11 +60,3 @@ type EventFunc func(ctx context.Context, ev sweepevent.Event) error
 
 // Nudge calls f.
 func (f EventFunc) Nudge(ctx context.Context, ev sweepevent.Event) error { return f(ctx, ev) }
-
-// Func adapts a function of the pool alone to a nudger. It drops the event's jobs:
-// use it only where the sweeper's reads are strongly consistent (dynalite updates
-// its indexes with each write); prefer EventFunc.
-type Func func(ctx context.Context, pool string) error
-
-// Nudge calls f with ev.Pool.
-func (f Func) Nudge(ctx context.Context, ev sweepevent.Event) error { return f(ctx, ev.Pool) }

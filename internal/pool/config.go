@@ -232,9 +232,7 @@ func (c *Config) validate(root *yaml.Node, decoded []*Problem) []*Problem {
 	names := map[string]int{}
 	for i := range c.Pools {
 		p := &c.Pools[i]
-		if p.Arch == "" {
-			p.Arch = "x64"
-		}
+		p.defaults()
 		prefix := fmt.Sprintf("pools[%d]", i)
 		at, _ := Locate(root, prefix)
 		troubled := troubledFields(decoded, prefix)
@@ -303,6 +301,14 @@ func troubledFields(decoded []*Problem, prefix string) func(field string) bool {
 }
 
 // validate runs the pool's checks; each error begins with the field's path (FieldOf).
+// defaults gives each field the file may leave out, and that is read as set,
+// its value: the arch x64.
+func (p *Pool) defaults() {
+	if p.Arch == "" {
+		p.Arch = "x64"
+	}
+}
+
 func (p *Pool) validate() []error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateTokenExposure,
 		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}

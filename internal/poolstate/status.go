@@ -22,12 +22,6 @@ import (
 // ErrConflict means the status item changed since it was read (another writer won).
 var ErrConflict = errors.New("pool status changed since it was read")
 
-// API is the part of the DynamoDB client the status store uses.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
-
 // Status is the pool status item.
 type Status struct {
 	Pool    string `dynamodbav:"pool"`
@@ -72,12 +66,13 @@ type Status struct {
 
 // Store reads and writes pool status items.
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns a status store over tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 func itemKey(pool string) map[string]types.AttributeValue {
 	return table.Key(table.SweepPK(pool), table.StatusSK)
@@ -86,7 +81,7 @@ func itemKey(pool string) map[string]types.AttributeValue {
 // Get returns the pool's status; a pool never swept has the zero Status (version 0).
 func (s *Store) Get(ctx context.Context, pool string) (Status, error) {
 	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(s.table), Key: itemKey(pool), ConsistentRead: aws.Bool(true),
+		Key: itemKey(pool), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Status{}, fmt.Errorf("reading status of pool %s: %w", pool, err)
@@ -120,7 +115,7 @@ func (s *Store) Put(ctx context.Context, st Status) (Status, error) {
 		values = map[string]types.AttributeValue{":read": table.Num(read)}
 	}
 	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(s.table), Item: item, ConditionExpression: aws.String(cond),
+		Item: item, ConditionExpression: aws.String(cond),
 		ExpressionAttributeNames: map[string]string{"#v": "version"}, ExpressionAttributeValues: values,
 	})
 	switch {

@@ -52,23 +52,16 @@ const retention = 2 * time.Hour
 // waitsAttribute holds the minute's waits, in milliseconds.
 const waitsAttribute = "waits"
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-}
-
 // Store keeps the recent waits of each pool in one table.
 type Store struct {
-	db    API
-	table string
+	db    table.Table
 	clock clock.PassiveClock
 }
 
 // New returns a store over tableName; the clock says which minute a wait
 // belongs to and which minutes are recent.
-func New(db API, tableName string, clk clock.PassiveClock) *Store {
-	return &Store{db: db, table: tableName, clock: clk}
+func New(db table.API, tableName string, clk clock.PassiveClock) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}, clock: clk}
 }
 
 // Add keeps wait among the pool's waits of the current minute. kept is false,
@@ -77,7 +70,6 @@ func New(db API, tableName string, clk clock.PassiveClock) *Store {
 func (s *Store) Add(ctx context.Context, pool string, wait time.Duration) (kept bool, err error) {
 	now := s.clock.Now()
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(pool), table.WaitSK(now)),
 		UpdateExpression:    aws.String("SET #waits = list_append(if_not_exists(#waits, :none), :wait), #ttl = :ttl"),
 		ConditionExpression: aws.String("attribute_not_exists(#waits) OR size(#waits) < :max"),
@@ -106,7 +98,6 @@ func (s *Store) Add(ctx context.Context, pool string, wait time.Duration) (kept 
 func (s *Store) Recent(ctx context.Context, pool string) ([]time.Duration, error) {
 	now := s.clock.Now()
 	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
 		KeyConditionExpression:   aws.String("#pk = :pk AND #sk BETWEEN :from AND :to"),
 		ProjectionExpression:     aws.String("#waits"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#sk": table.SortKey, "#waits": waitsAttribute},

@@ -98,7 +98,7 @@ func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 // ran: terminated, or waiting to be started again after it terminated.
 func runnerEnded(pod *corev1.Pod) bool {
 	cs := runnerStatus(pod)
-	return cs != nil && cs.State.Running == nil && (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil)
+	return cs != nil && cs.State.Running == nil && lastEnd(cs) != nil
 }
 
 // reportSettle is how long a runner container must have been running before its
@@ -264,12 +264,8 @@ func stoppedSince(pod *corev1.Pod, t time.Time) bool {
 	if cs == nil || cs.State.Running != nil {
 		return false
 	}
-	for _, term := range []*corev1.ContainerStateTerminated{cs.State.Terminated, cs.LastTerminationState.Terminated} {
-		if term != nil && !term.FinishedAt.Time.Before(t) {
-			return true
-		}
-	}
-	return false
+	end := lastEnd(cs)
+	return end != nil && !end.FinishedAt.Time.Before(t)
 }
 
 // busy: GitHub says the runner runs a job. Record that we wait for it (ARC's

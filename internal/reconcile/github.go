@@ -25,11 +25,6 @@ type GitHub interface {
 	RunnerGroupID(ctx context.Context, s scope.Scope, name string) (int64, error)
 }
 
-// DefaultRunnerListMaxAge is the sweeper's Options.RunnerListMaxAge: short
-// next to a sweep's work, long enough that the pools of a scope swept in one
-// invocation read its list a few times instead of once each.
-const DefaultRunnerListMaxAge = 10 * time.Second
-
 // github is one pool sweep's view of GitHub: the scope's runner list is read
 // only when needed, and the requests sent for the sweep are counted for the
 // metrics (see counting).

@@ -194,12 +194,22 @@ func finished(pod *corev1.Pod, ephemeral bool) bool {
 		return false
 	}
 	if ephemeral {
-		return (cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil || cs.RestartCount > 0) && !notStarted(cs)
+		return (lastEnd(cs) != nil || cs.RestartCount > 0) && !notStarted(cs)
 	}
 	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }
 
 func runnerStatus(pod *corev1.Pod) *corev1.ContainerStatus { return runnerpod.RunnerStatus(pod) }
+
+// lastEnd is the runner container's latest end the kubelet shows: its current
+// state when terminated, else the end before its current state (running, or
+// waiting to be started again); nil when it shows none.
+func lastEnd(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
+	if cs.State.Terminated != nil {
+		return cs.State.Terminated
+	}
+	return cs.LastTerminationState.Terminated
+}
 
 // notStartedMessage begins the termination message of a runner container that
 // exited before its runner started (runner/entrypoint.sh, not_started).
@@ -210,10 +220,7 @@ const notStartedMessage = "runner not started:"
 // start the container at all (neverRan): started again, it runs like a first
 // start.
 func notStarted(cs *corev1.ContainerStatus) bool {
-	last := cs.State.Terminated
-	if last == nil {
-		last = cs.LastTerminationState.Terminated
-	}
+	last := lastEnd(cs)
 	return last != nil && (neverRan(last) || strings.HasPrefix(strings.TrimSpace(last.Message), notStartedMessage))
 }
 

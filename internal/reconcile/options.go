@@ -7,11 +7,12 @@ import (
 	"time"
 )
 
-// Validate reports, by field name, the options New cannot use: a missing
-// JobLinks (without the job↔runner link a busy runner could be removed), a
-// negative duration (zero takes the default), and a GitHubURL that is not an
-// absolute http(s) URL.
-func (o Options) Validate() error {
+// Validate gives the options left zero their defaults, then reports, by field
+// name, the options New cannot use: a missing JobLinks (without the
+// job↔runner link a busy runner could be removed), a negative duration, and a
+// GitHubURL that is not an absolute http(s) URL.
+func (o *Options) Validate() error {
+	o.defaults()
 	var errs []error
 	if o.JobLinks == nil {
 		errs = append(errs, errors.New("Options.JobLinks is required: without the job↔runner link a busy runner could be removed"))
@@ -37,4 +38,28 @@ func (o Options) Validate() error {
 		return fmt.Errorf("reconcile options: %w", err)
 	}
 	return nil
+}
+
+// defaults gives each option left zero its default; a negative duration stays,
+// for Validate to report. RunnerListMaxAge has none: zero reads each pool's
+// list for its own sweep.
+func (o *Options) defaults() {
+	if o.IdleConfirmation == 0 {
+		o.IdleConfirmation = DefaultIdleConfirmation
+	}
+	if o.RegistrationTimeout == 0 {
+		o.RegistrationTimeout = 10 * time.Minute
+	}
+	if o.RecreationDelay == 0 {
+		o.RecreationDelay = 10 * time.Minute
+	}
+	if o.GitHubURL == "" {
+		o.GitHubURL = "https://github.com"
+	}
+	if o.CleanupInterval == 0 {
+		o.CleanupInterval = time.Hour
+	}
+	if o.OrphanGrace == 0 {
+		o.OrphanGrace = time.Minute
+	}
 }

@@ -153,24 +153,6 @@ func New(cfg *pool.Config, kube kubernetes.Interface, gh GitHub, clk clock.Passi
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.IdleConfirmation <= 0 {
-		opts.IdleConfirmation = DefaultIdleConfirmation
-	}
-	if opts.RegistrationTimeout <= 0 {
-		opts.RegistrationTimeout = 10 * time.Minute
-	}
-	if opts.RecreationDelay <= 0 {
-		opts.RecreationDelay = 10 * time.Minute
-	}
-	if opts.GitHubURL == "" {
-		opts.GitHubURL = "https://github.com"
-	}
-	if opts.CleanupInterval <= 0 {
-		opts.CleanupInterval = time.Hour
-	}
-	if opts.OrphanGrace <= 0 {
-		opts.OrphanGrace = time.Minute
-	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

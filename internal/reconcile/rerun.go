@@ -225,10 +225,7 @@ func endedBefore(cs *corev1.ContainerStatus, t time.Time) bool {
 	if cs == nil || cs.State.Running != nil {
 		return cs == nil
 	}
-	end := cs.State.Terminated
-	if end == nil {
-		end = cs.LastTerminationState.Terminated
-	}
+	end := lastEnd(cs)
 	return end != nil && end.FinishedAt.Time.Before(t.Add(-time.Second))
 }
 
@@ -270,7 +267,7 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	}
 	v := rerun.Decide(c, deaths, starts, s.now)
 	switch {
-	case v.Outcome == rerun.Pending:
+	case v.Decision == rerun.Pending:
 		return nil
 	case len(deaths) == 0:
 		return r.settleRerun(ctx, s, c, rerun.NotRerun, v.Reason)
@@ -288,7 +285,7 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	c.Conclusion = job.Conclusion
 	c.StartedMillis, c.CompletedMillis = unixMillis(job.Started), unixMillis(job.Completed)
 	v = rerun.Decide(c, deaths, starts, s.now)
-	switch v.Outcome {
+	switch v.Decision {
 	case rerun.Pending:
 		return nil
 	case rerun.NotRerun:
@@ -382,8 +379,8 @@ func (r *Reconciler) rerunJob(ctx context.Context, s *sweep, c rerun.Candidate, 
 	}
 	step := rerun.Next(c, githubapi.LatestAttempt(jobs), calls)
 	switch {
-	case step.Outcome != rerun.Pending:
-		return r.settleRerun(ctx, s, c, step.Outcome, step.Reason)
+	case step.Decision != rerun.Pending:
+		return r.settleRerun(ctx, s, c, step.Decision, step.Reason)
 	case step.Wait != 0:
 		return r.rerunLater(ctx, s, c, rerunWait(step.Reason))
 	}
@@ -488,8 +485,8 @@ func refusedForGood(err error) bool {
 }
 
 // settleRerun writes c's outcome once, logs it and counts it.
-func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidate, o rerun.Outcome, reason string) error {
-	c.Outcome, c.Reason = o, reason
+func (r *Reconciler) settleRerun(ctx context.Context, s *sweep, c rerun.Candidate, o rerun.Decision, reason string) error {
+	c.Decision, c.Reason = o, reason
 	err := r.opts.Reruns.Decide(ctx, c, s.now)
 	if errors.Is(err, rerun.ErrDecided) {
 		return nil // another sweeper decided it first

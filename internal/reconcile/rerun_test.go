@@ -64,7 +64,7 @@ func (m *memReruns) Pending(_ context.Context, pool string) ([]rerun.Candidate, 
 	defer m.mu.Unlock()
 	var out []rerun.Candidate
 	for _, c := range m.cands {
-		if c.Pool == pool && c.Outcome == rerun.Pending {
+		if c.Pool == pool && c.Decision == rerun.Pending {
 			out = append(out, c)
 		}
 	}
@@ -111,7 +111,7 @@ func (m *memReruns) Calls(_ context.Context, c rerun.Candidate) (map[int]int64, 
 func (m *memReruns) Decide(_ context.Context, c rerun.Candidate, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cands[c.JobID].Outcome != rerun.Pending {
+	if m.cands[c.JobID].Decision != rerun.Pending {
 		return rerun.ErrDecided
 	}
 	c.DecidedMillis = now.UnixMilli()
@@ -227,7 +227,7 @@ func TestJobOfARunnerThatDiedIsRerun(t *testing.T) {
 	if err := e.sweep(1, e.clock.Now()); err == nil {
 		t.Fatal("a sweep that could not record a death reported no error")
 	}
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || e.rerunCalls() != 0 {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.Pending || e.rerunCalls() != 0 {
 		t.Fatalf("decided %+v (%d re-run calls) without the death", c, e.rerunCalls())
 	}
 	if pod := e.pods()[strings.TrimSuffix(e.runner, "-0")]; pod == nil || pod.DeletionTimestamp != nil {
@@ -237,7 +237,7 @@ func TestJobOfARunnerThatDiedIsRerun(t *testing.T) {
 	e.clock.Step(rerun.Settle) // past the settling time: only the death can make it a re-run
 	_ = e.sweep(1, e.clock.Now())
 	c := e.store.get(e.job.ID)
-	if c.Outcome != rerun.Rerun || !strings.Contains(c.Cause, "OOMKilled") {
+	if c.Decision != rerun.Rerun || !strings.Contains(c.Cause, "OOMKilled") {
 		t.Fatalf("decision %+v: want a re-run caused by the OOM kill", c)
 	}
 	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 {
@@ -254,12 +254,12 @@ func TestJobOfARunnerThatDiedIsRerun(t *testing.T) {
 func TestJobThatFailedByItselfIsNotRerun(t *testing.T) {
 	e := newRerunEnv(t)
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.Pending {
 		t.Fatalf("decided %+v within the settling time", c)
 	}
 	e.clock.Step(rerun.Settle)
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.NotRerun || c.Cause != "" {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.NotRerun || c.Cause != "" {
 		t.Fatalf("decision %+v: want not re-run, no death", c)
 	}
 	if n := e.rerunCalls(); n != 0 {
@@ -288,7 +288,7 @@ func TestKillAfterAJobThatFailedByItselfIsNotRerun(t *testing.T) {
 	}
 	e.clock.Step(rerun.Settle)
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.NotRerun || c.Cause != "" {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.NotRerun || c.Cause != "" {
 		t.Fatalf("decision %+v: want not re-run, no death", c)
 	}
 	if n := e.rerunCalls(); n != 0 {
@@ -303,7 +303,7 @@ func TestRerunWithoutPermissionIsRefusedOnce(t *testing.T) {
 	e.oomKilled()
 	_ = e.sweep(1, e.clock.Now())
 	c := e.store.get(e.job.ID)
-	if c.Outcome != rerun.Refused || !strings.Contains(c.Reason, "Resource not accessible by integration") {
+	if c.Decision != rerun.Refused || !strings.Contains(c.Reason, "Resource not accessible by integration") {
 		t.Fatalf("decision %+v: want refused with GitHub's message", c)
 	}
 	for range 3 {
@@ -322,7 +322,7 @@ func TestRerunWaitsForTheRunToComplete(t *testing.T) {
 	other := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"other"}, RunID: e.job.RunID})
 	e.oomKilled()
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || c.Tries != 1 || c.NextTry().IsZero() {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.Pending || c.Tries != 1 || c.NextTry().IsZero() {
 		t.Fatalf("decision %+v: want pending, asked once, with a next try", c)
 	}
 	_ = e.sweep(1, e.clock.Now()) // before the back-off: not asked
@@ -335,7 +335,7 @@ func TestRerunWaitsForTheRunToComplete(t *testing.T) {
 	}
 	e.clock.Step(time.Minute)
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.Rerun || c.Tries != 2 {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.Rerun || c.Tries != 2 {
 		t.Fatalf("decision %+v: want re-run on the second try", c)
 	}
 }
@@ -388,13 +388,13 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	}
 	e.oomKilled()
 	_ = e.sweep(1, e.clock.Now())
-	if c := e.store.get(e.job.ID); c.Outcome != rerun.Pending || c.Tries != 1 {
+	if c := e.store.get(e.job.ID); c.Decision != rerun.Pending || c.Tries != 1 {
 		t.Fatalf("after the lost answer: %+v, want pending, one try", c)
 	}
 	e.clock.Step(time.Minute)
 	_ = e.sweep(1, e.clock.Now())
 	c := e.store.get(e.job.ID)
-	if c.Outcome != rerun.Rerun || !strings.Contains(c.Reason, "re-run already: the run is at attempt 2") {
+	if c.Decision != rerun.Rerun || !strings.Contains(c.Reason, "re-run already: the run is at attempt 2") {
 		t.Fatalf("decision %+v: want re-run, by the earlier call", c)
 	}
 	if got := e.sim.Reruns()[e.job.ID]; len(got) != 1 || e.rerunCalls() != 1 {
@@ -415,7 +415,7 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 		name   string
 		run    jobRun
 		forge  func(c *rerun.Candidate)
-		want   rerun.Outcome
+		want   rerun.Decision
 		reason string
 	}{
 		{"the job succeeded", jobRun{conclusion: githubsim.JobSuccess}, nil, rerun.NotRerun, "ended success"},
@@ -441,7 +441,7 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 				}
 			}
 			c := e.store.get(e.job.ID)
-			if c.Outcome != tc.want || !strings.Contains(c.Reason, tc.reason) {
+			if c.Decision != tc.want || !strings.Contains(c.Reason, tc.reason) {
 				t.Fatalf("decision %+v: want %q, reason containing %q", c, tc.want, tc.reason)
 			}
 			if n, want := e.rerunCalls(), map[bool]int{true: 1}[tc.want == rerun.Rerun]; n != want {
@@ -506,10 +506,10 @@ func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
 	e.clock.Step(rerun.Settle)
 	_ = e.sweep(2, e.clock.Now())
 	first, waiting := e.store.get(e.job.ID), e.store.get(job2.ID)
-	if first.Outcome != rerun.Rerun {
+	if first.Decision != rerun.Rerun {
 		first, waiting = waiting, first
 	}
-	if first.Outcome != rerun.Rerun || first.Reason != "" || waiting.Outcome != rerun.Pending {
+	if first.Decision != rerun.Rerun || first.Reason != "" || waiting.Decision != rerun.Pending {
 		t.Fatalf("after the first sweep: %+v and %+v, want one re-run and one waiting for its re-run to be over", first, waiting)
 	}
 	again := e.sim.Reruns()[first.JobID]
@@ -527,7 +527,7 @@ func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
 	_ = e.sweep(2, e.clock.Now())
 	for _, id := range []int64{e.job.ID, job2.ID} {
 		c := e.store.get(id)
-		if c.Outcome != rerun.Rerun || strings.Contains(c.Reason, "re-run already") || !strings.Contains(c.Cause, "OOMKilled") {
+		if c.Decision != rerun.Rerun || strings.Contains(c.Reason, "re-run already") || !strings.Contains(c.Cause, "OOMKilled") {
 			t.Fatalf("decision of job %d: %+v, want re-run by this deployment's own call", id, c)
 		}
 		if got := e.sim.Reruns()[id]; len(got) != 1 {
@@ -557,7 +557,7 @@ func TestRunRerunBySomeoneElseIsNotClaimed(t *testing.T) {
 	e.clock.Step(rerun.Settle)
 	_ = e.sweep(1, e.clock.Now())
 	c := e.store.get(e.job.ID)
-	if c.Outcome != rerun.NotRerun || !strings.Contains(c.Reason, "someone else re-ran the workflow run") {
+	if c.Decision != rerun.NotRerun || !strings.Contains(c.Reason, "someone else re-ran the workflow run") {
 		t.Fatalf("decision %+v: want not re-run by this deployment, someone else's re-run said", c)
 	}
 	if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != 1 || len(paid) != 0 {

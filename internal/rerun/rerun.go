@@ -40,20 +40,20 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
-// Outcome is how a candidate was decided ("" while it is pending).
-type Outcome string
+// Decision is whether a candidate's job was re-run ("" while it is pending).
+type Decision string
 
-// Outcomes.
+// Decisions.
 const (
-	Pending Outcome = ""
+	Pending Decision = ""
 	// Rerun: GitHub accepted the re-run.
-	Rerun Outcome = "rerun"
+	Rerun Decision = "rerun"
 	// NotRerun: the job failed by itself, re-runs are off, the budget is spent,
 	// or the job's repository is outside the pool's scope.
-	NotRerun Outcome = "not-rerun"
+	NotRerun Decision = "not-rerun"
 	// Refused: GitHub refused the re-run for good (a missing permission, a run
 	// too old or re-run too often), or kept refusing it until GiveUpAfter.
-	Refused Outcome = "refused"
+	Refused Decision = "refused"
 )
 
 // Candidate is a job that failed or was cancelled on one of the deployment's
@@ -73,7 +73,7 @@ type Candidate struct {
 	// RecordedMillis is when the webhook recorded the failure.
 	RecordedMillis int64 `dynamodbav:"recordedAt"`
 
-	Outcome Outcome `dynamodbav:"outcome"`
+	Decision Decision `dynamodbav:"outcome"`
 	// Cause is the runner's death the job died of.
 	Cause string `dynamodbav:"cause"`
 	// Reason says why the job was not re-run, or GitHub's last refusal.
@@ -176,9 +176,9 @@ const GiveUpAfter = 6 * time.Hour
 
 // Verdict is Decide's answer.
 type Verdict struct {
-	Outcome Outcome // Pending: decide again later
-	Cause   string  // Rerun: the death
-	Reason  string  // NotRerun: why
+	Decision Decision // Pending: decide again later
+	Cause    string   // Rerun: the death
+	Reason   string   // NotRerun: why
 }
 
 // Decide says whether the job of c died with its runner: a death of c's runner
@@ -203,13 +203,13 @@ func Decide(c Candidate, deaths []Death, starts []time.Time, now time.Time) Verd
 			continue
 		}
 		if d.during(started, completed, c.Conclusion) && !startedBetween(starts, started, d.From()) {
-			return Verdict{Outcome: Rerun, Cause: d.Cause}
+			return Verdict{Decision: Rerun, Cause: d.Cause}
 		}
 	}
 	if now.Before(completed.Add(Settle)) || now.Before(c.Recorded().Add(Settle)) {
 		return Verdict{}
 	}
-	return Verdict{Outcome: NotRerun, Reason: "its runner did not die under it: the job failed by itself"}
+	return Verdict{Decision: NotRerun, Reason: "its runner did not die under it: the job failed by itself"}
 }
 
 // endSeen: the end of runner's container was seen as it happened (a death
@@ -256,15 +256,15 @@ func InScope(sc scope.Scope, repo string) bool {
 // known too; only the sweeper writes them.
 type Calls = map[int]int64
 
-// Step is Next's answer: Outcome Pending with From set is a re-run of the job
+// Step is Next's answer: Decision Pending with From set is a re-run of the job
 // of attempt From that is this candidate's (Wait: once this deployment's call
-// for job Wait from that attempt has moved the run on); any other Outcome
+// for job Wait from that attempt has moved the run on); any other Decision
 // decides the candidate, with Reason.
 type Step struct {
-	Outcome Outcome
-	From    int
-	Wait    int64
-	Reason  string
+	Decision Decision
+	From     int
+	Wait     int64
+	Reason   string
 }
 
 // Next says how the job of c, whose runner died under it, is re-run now that
@@ -281,10 +281,10 @@ func Next(c Candidate, latest int, calls Calls) Step {
 		job, ok := calls[k]
 		switch {
 		case !ok:
-			return Step{Outcome: NotRerun, Reason: fmt.Sprintf(
+			return Step{Decision: NotRerun, Reason: fmt.Sprintf(
 				"someone else re-ran the workflow run: its attempt %d was not asked by this deployment", k+1)}
 		case job == c.JobID:
-			return Step{Outcome: Rerun, Reason: fmt.Sprintf(
+			return Step{Decision: Rerun, Reason: fmt.Sprintf(
 				"re-run already: the run is at attempt %d, after this deployment's call for this job from attempt %d (its answer was lost)", latest, k)}
 		}
 	}

@@ -48,7 +48,7 @@ func TestDecide(t *testing.T) {
 		deaths []rerun.Death
 		starts []time.Time // of the runner's other jobs
 		now    time.Time
-		want   rerun.Outcome
+		want   rerun.Decision
 	}{
 		{"died mid-job", []rerun.Death{death(c.Runner, t0.Add(30*time.Second), t0.Add(30*time.Second))}, nil, completed, rerun.Rerun},
 		{"pod deleted over the job's end, job failed by itself", []rerun.Death{deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second))}, nil, later, rerun.NotRerun},
@@ -73,10 +73,10 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			v := rerun.Decide(c, tc.deaths, tc.starts, tc.now)
-			if v.Outcome != tc.want {
+			if v.Decision != tc.want {
 				t.Fatalf("Decide = %+v, want %q", v, tc.want)
 			}
-			if v.Outcome == rerun.Rerun && v.Cause != tc.deaths[0].Cause {
+			if v.Decision == rerun.Rerun && v.Cause != tc.deaths[0].Cause {
 				t.Fatalf("cause %q: want the death's", v.Cause)
 			}
 		})
@@ -94,13 +94,13 @@ func TestDecideDeletion(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		d    rerun.Death
-		want rerun.Outcome
+		want rerun.Decision
 	}{
 		{"deleted over the job's end", deleted(c.Runner, completed.Add(-10*time.Second), completed.Add(20*time.Second)), rerun.Rerun},
 		{"handed a job as its pod was being deleted", deleted(c.Runner, started.Add(-time.Second), started.Add(30*time.Second)), rerun.Rerun},
 		{"deleted after the job ended", deleted(c.Runner, completed.Add(500*time.Millisecond), completed.Add(30*time.Second)), rerun.NotRerun},
 	} {
-		if v := rerun.Decide(c, []rerun.Death{tc.d}, nil, later); v.Outcome != tc.want {
+		if v := rerun.Decide(c, []rerun.Death{tc.d}, nil, later); v.Decision != tc.want {
 			t.Errorf("%s: Decide = %+v, want %q", tc.name, v, tc.want)
 		}
 	}
@@ -121,10 +121,10 @@ func TestDecideKillAfterAJobThatFailedByItself(t *testing.T) {
 	for _, after := range []time.Duration{time.Second, 3 * time.Second} {
 		kill := death(failed.Runner, t0.Add(after), t0.Add(after))
 		now := failed.Completed().Add(rerun.Settle)
-		if v := rerun.Decide(failed, []rerun.Death{kill}, nil, now); v.Outcome != rerun.NotRerun {
+		if v := rerun.Decide(failed, []rerun.Death{kill}, nil, now); v.Decision != rerun.NotRerun {
 			t.Errorf("killed %s after the job that failed by itself: Decide = %+v, want not re-run", after, v)
 		}
-		if v := rerun.Decide(next, []rerun.Death{kill}, []time.Time{t0}, next.Completed()); v.Outcome != rerun.Rerun {
+		if v := rerun.Decide(next, []rerun.Death{kill}, []time.Time{t0}, next.Completed()); v.Decision != rerun.Rerun {
 			t.Errorf("killed %s after the first job's end, under the next one: Decide = %+v, want a re-run", after, v)
 		}
 	}
@@ -142,14 +142,14 @@ func TestDecideEphemeralEndSeenBeatsItsRepeat(t *testing.T) {
 	repeat := death(c.Runner, podStart, c.Completed().Add(30*time.Second))
 	repeat.Repeated = true
 	later := c.Completed().Add(rerun.Settle)
-	if v := rerun.Decide(c, []rerun.Death{repeat, kill}, nil, later); v.Outcome != rerun.NotRerun {
+	if v := rerun.Decide(c, []rerun.Death{repeat, kill}, nil, later); v.Decision != rerun.NotRerun {
 		t.Fatalf("with the kill seen: Decide = %+v, want not re-run", v)
 	}
-	if v := rerun.Decide(c, []rerun.Death{repeat}, nil, later); v.Outcome != rerun.Rerun {
+	if v := rerun.Decide(c, []rerun.Death{repeat}, nil, later); v.Decision != rerun.Rerun {
 		t.Fatalf("with only the repeat seen: Decide = %+v, want a re-run", v)
 	}
 	other := death("p-zzzzz-0", c.Completed().Add(time.Second), c.Completed().Add(time.Second))
-	if v := rerun.Decide(c, []rerun.Death{repeat, other}, nil, later); v.Outcome != rerun.Rerun {
+	if v := rerun.Decide(c, []rerun.Death{repeat, other}, nil, later); v.Decision != rerun.Rerun {
 		t.Fatalf("with another runner's end seen: Decide = %+v, want a re-run", v)
 	}
 }
@@ -158,7 +158,7 @@ func TestDecideEphemeralEndSeenBeatsItsRepeat(t *testing.T) {
 func TestDecideSettlesFromTheRecording(t *testing.T) {
 	c := candidate(t0, t0.Add(time.Second))
 	c.RecordedMillis = t0.Add(time.Hour).UnixMilli()
-	if v := rerun.Decide(c, nil, nil, t0.Add(time.Hour+time.Second)); v.Outcome != rerun.Pending {
+	if v := rerun.Decide(c, nil, nil, t0.Add(time.Hour+time.Second)); v.Decision != rerun.Pending {
 		t.Fatalf("Decide = %+v, want pending until the settling time after the recording", v)
 	}
 }
@@ -210,12 +210,12 @@ func TestNextAccountsForEveryLaterAttempt(t *testing.T) {
 		{"the job's own attempt", 1, nil, rerun.Step{From: 1}, ""},
 		{"the job's own call, not yet answered", 1, rerun.Calls{1: 7}, rerun.Step{From: 1}, ""},
 		{"another job's call from the same attempt", 1, rerun.Calls{1: 8}, rerun.Step{From: 1, Wait: 8}, "waiting for the re-run of job 8 from attempt 1"},
-		{"the job's call made attempt 2", 2, rerun.Calls{1: 7}, rerun.Step{Outcome: rerun.Rerun}, "re-run already: the run is at attempt 2"},
+		{"the job's call made attempt 2", 2, rerun.Calls{1: 7}, rerun.Step{Decision: rerun.Rerun}, "re-run already: the run is at attempt 2"},
 		{"another job's call made attempt 2", 2, rerun.Calls{1: 8}, rerun.Step{From: 2}, ""},
 		{"other jobs' calls made attempts 2 and 3", 3, rerun.Calls{1: 8, 2: 9}, rerun.Step{From: 3}, ""},
-		{"another job's call made attempt 2, the job's attempt 3", 3, rerun.Calls{1: 8, 2: 7}, rerun.Step{Outcome: rerun.Rerun}, "run is at attempt 3"},
-		{"someone else made attempt 2", 2, nil, rerun.Step{Outcome: rerun.NotRerun}, "someone else re-ran the workflow run: its attempt 2"},
-		{"someone else made attempt 3", 3, rerun.Calls{1: 8}, rerun.Step{Outcome: rerun.NotRerun}, "its attempt 3 was not asked"},
+		{"another job's call made attempt 2, the job's attempt 3", 3, rerun.Calls{1: 8, 2: 7}, rerun.Step{Decision: rerun.Rerun}, "run is at attempt 3"},
+		{"someone else made attempt 2", 2, nil, rerun.Step{Decision: rerun.NotRerun}, "someone else re-ran the workflow run: its attempt 2"},
+		{"someone else made attempt 3", 3, rerun.Calls{1: 8}, rerun.Step{Decision: rerun.NotRerun}, "its attempt 3 was not asked"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -20,27 +20,21 @@ import (
 // re-run for 30 days, and a re-run may fail again days after the first.
 const Retention = 31 * 24 * time.Hour
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-	Query(ctx context.Context, in *dynamodb.QueryInput, opts ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-}
-
 // Store keeps candidates, deaths and budgets in the deployment's table.
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns a store over tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 // Record stores a new candidate, pending in the pool's part of the active
 // index. It reports false, writing nothing, when the job already has one (a
 // redelivered `completed`).
 func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, error) {
-	c.RecordedMillis, c.Outcome = now.UnixMilli(), Pending
+	c.RecordedMillis, c.Decision = now.UnixMilli(), Pending
 	item, err := attributevalue.MarshalMap(c)
 	if err != nil {
 		return false, fmt.Errorf("encoding the re-run candidate of job %d: %w", c.JobID, err)
@@ -55,7 +49,6 @@ func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, e
 		i++
 	}
 	_, err = s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
 		Key:                       table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:          aws.String("SET " + set[2:]),
 		ConditionExpression:       aws.String("attribute_not_exists(#pk)"),
@@ -74,7 +67,6 @@ func (s *Store) Record(ctx context.Context, c Candidate, now time.Time) (bool, e
 // Pending returns the pool's undecided candidates.
 func (s *Store) Pending(ctx context.Context, pool string) ([]Candidate, error) {
 	pages := dynamodb.NewQueryPaginator(s.db, &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
 		IndexName:                 aws.String(table.ActiveIndex),
 		KeyConditionExpression:    aws.String("#active = :key"),
 		ExpressionAttributeNames:  map[string]string{"#active": table.ActiveKey},
@@ -97,8 +89,7 @@ func (s *Store) Pending(ctx context.Context, pool string) ([]Candidate, error) {
 
 // Get returns the candidate of job in pool, if there is one.
 func (s *Store) Get(ctx context.Context, pool string, job int64) (Candidate, bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
-		Key: table.Key(table.PoolPK(pool), table.RerunSK(job)), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.PoolPK(pool), table.RerunSK(job)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return Candidate{}, false, fmt.Errorf("reading the re-run of job %d: %w", job, err)
 	}
@@ -119,13 +110,12 @@ var ErrDecided = errors.New("rerun: the job was decided already")
 // index; only a pending candidate is decided (ErrDecided otherwise).
 func (s *Store) Decide(ctx context.Context, c Candidate, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:    aws.String("SET #outcome = :outcome, #cause = :cause, #reason = :reason, #decided = :now, #tries = :tries REMOVE #active"),
 		ConditionExpression: aws.String("attribute_exists(#active)"),
 		ExpressionAttributeNames: map[string]string{"#outcome": "outcome", "#cause": "cause", "#reason": "reason",
 			"#decided": "decidedAt", "#tries": "tries", "#active": table.ActiveKey},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":outcome": table.Str(string(c.Outcome)),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":outcome": table.Str(string(c.Decision)),
 			":cause": table.Str(c.Cause), ":reason": table.Str(c.Reason), ":now": table.Millis(now), ":tries": table.Num(int64(c.Tries))},
 	})
 	switch {
@@ -140,7 +130,6 @@ func (s *Store) Decide(ctx context.Context, c Candidate, now time.Time) error {
 // Later records that GitHub refused c's re-run for now: it is asked again at next.
 func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:           aws.String(s.table),
 		Key:                 table.Key(table.PoolPK(c.Pool), table.RerunSK(c.JobID)),
 		UpdateExpression:    aws.String("SET #reason = :reason, #tries = :tries, #next = :next, #cause = :cause"),
 		ConditionExpression: aws.String("attribute_exists(#active)"),
@@ -162,7 +151,6 @@ func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time) (bool, error) {
 	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
 		Key:                      key,
 		UpdateExpression:         aws.String("ADD #n :one, #jobs :job SET #ttl = :ttl"),
 		ConditionExpression:      aws.String("attribute_not_exists(#n) OR (#n < :max AND NOT contains(#jobs, :id))"),
@@ -177,7 +165,7 @@ func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time)
 	if !table.ConditionFailed(err) {
 		return false, fmt.Errorf("charging the re-run budget of run %d: %w", c.RunID, err)
 	}
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table), Key: key, ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: key, ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false, fmt.Errorf("reading the re-run budget of run %d: %w", c.RunID, err)
 	}
@@ -201,7 +189,6 @@ const callPrefix = "call"
 func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time) (int64, error) {
 	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
 		Key:                      key,
 		UpdateExpression:         aws.String("SET #call = :job, #ttl = if_not_exists(#ttl, :ttl)"),
 		ConditionExpression:      aws.String("attribute_not_exists(#call) OR #call = :job"),
@@ -221,7 +208,7 @@ func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time)
 
 // Calls returns the re-run calls recorded for c's workflow run (Claim).
 func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
 		Key: table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID)), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("reading the re-run calls of run %d: %w", c.RunID, err)
@@ -243,8 +230,7 @@ func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
 // RecordDeath stores a death of a runner (once per Death.Key).
 func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table),
-		Key:       table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
+		Key: table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
 		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, " +
 			"#killed = :killed, #repeated = :repeated, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",
@@ -263,7 +249,6 @@ func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 // Deaths returns the deaths recorded for runner, strongly consistent.
 func (s *Store) Deaths(ctx context.Context, runner string) ([]Death, error) {
 	out, err := s.db.Query(ctx, &dynamodb.QueryInput{
-		TableName:                aws.String(s.table),
 		KeyConditionExpression:   aws.String("#pk = :pk AND begins_with(#sk, :died)"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey, "#sk": table.SortKey},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": table.Str(table.DeathsPK(runner)),

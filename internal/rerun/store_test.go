@@ -39,16 +39,16 @@ func TestCandidateIsRecordedAndDecidedOnce(t *testing.T) {
 		t.Fatalf("Pending(other) = %+v, %v", other, err)
 	}
 	c = pending[0]
-	c.Outcome, c.Cause = rerun.Rerun, "OOMKilled"
+	c.Decision, c.Cause = rerun.Rerun, "OOMKilled"
 	if err := s.Decide(ctx, c, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	c.Outcome = rerun.NotRerun
+	c.Decision = rerun.NotRerun
 	if err := s.Decide(ctx, c, t0.Add(2*time.Minute)); !errors.Is(err, rerun.ErrDecided) {
 		t.Fatalf("second Decide: %v, want ErrDecided", err)
 	}
 	got, ok, err := s.Get(ctx, "p", c.JobID)
-	if err != nil || !ok || got.Outcome != rerun.Rerun || got.Cause != "OOMKilled" || got.Decided() != t0.Add(time.Minute) {
+	if err != nil || !ok || got.Decision != rerun.Rerun || got.Cause != "OOMKilled" || got.Decided() != t0.Add(time.Minute) {
 		t.Fatalf("Get = %+v %v %v", got, ok, err)
 	}
 	if pending, err := s.Pending(ctx, "p"); err != nil || len(pending) != 0 {

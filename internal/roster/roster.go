@@ -30,27 +30,21 @@ import (
 // delivery be redelivered for 3 days.
 const Linger = 3 * 24 * time.Hour
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
-}
-
 // Store keeps the roster in the deployment's table.
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns a roster over tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 // Add puts runner (its GitHub name) on pool's roster.
 func (s *Store) Add(ctx context.Context, pool, runner string, now time.Time) error {
 	item := table.Key(table.RosterPK(pool), runner)
 	item["createdAt"] = table.Millis(now)
-	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: item})
+	_, err := s.db.PutItem(ctx, &dynamodb.PutItemInput{Item: item})
 	if err != nil {
 		return fmt.Errorf("adding runner %s to the roster of pool %s: %w", runner, pool, err)
 	}
@@ -61,7 +55,6 @@ func (s *Store) Add(ctx context.Context, pool, runner string, now time.Time) err
 // that is not on the roster stays off it.
 func (s *Store) Retire(ctx context.Context, pool, runner string, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
 		Key:                       table.Key(table.RosterPK(pool), runner),
 		UpdateExpression:          aws.String("SET #ttl = :ttl, #retired = :now"),
 		ConditionExpression:       aws.String("attribute_exists(#pk) AND attribute_not_exists(#retired)"),
@@ -77,8 +70,7 @@ func (s *Store) Retire(ctx context.Context, pool, runner string, now time.Time) 
 // Has reports whether runner is on pool's roster (strongly consistent: a
 // runner is added before it can register, so a delivery naming it finds it).
 func (s *Store) Has(ctx context.Context, pool, runner string) (bool, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
-		Key: table.Key(table.RosterPK(pool), runner), ConsistentRead: aws.Bool(true),
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.RosterPK(pool), runner), ConsistentRead: aws.Bool(true),
 		ProjectionExpression: aws.String("#pk"), ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey}})
 	if err != nil {
 		return false, fmt.Errorf("reading runner %s on the roster of pool %s: %w", runner, pool, err)

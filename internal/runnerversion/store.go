@@ -14,20 +14,15 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/table"
 )
 
-// API is the part of the DynamoDB client the store uses.
-type API interface {
-	GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-}
-
 // Store keeps Known in one deployment-level item (PK=TABLE, SK=RELEASE#runner).
 type Store struct {
-	db    API
-	table string
+	db table.Table
 }
 
 // NewStore returns the store of tableName.
-func NewStore(db API, tableName string) *Store { return &Store{db: db, table: tableName} }
+func NewStore(db table.API, tableName string) *Store {
+	return &Store{db: table.Table{DB: db, Name: tableName}}
+}
 
 // ErrChanged: the item is no longer the one the caller read (another sweep
 // wrote it in between).
@@ -56,8 +51,7 @@ func stamp(t time.Time) string {
 
 // Get returns what is stored; a zero Known when nothing is.
 func (s *Store) Get(ctx context.Context) (Known, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.table),
-		Key: table.Key(table.DeploymentPK, table.RunnerReleasesSK), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: table.Key(table.DeploymentPK, table.RunnerReleasesSK), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return Known{}, fmt.Errorf("reading the runner releases: %w", err)
 	}
@@ -99,7 +93,7 @@ func (s *Store) Put(ctx context.Context, k Known, prevAttempt time.Time) error {
 	for key, v := range table.Key(table.DeploymentPK, table.RunnerReleasesSK) {
 		av[key] = v
 	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av,
+	in := &dynamodb.PutItemInput{Item: av,
 		ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
 		ExpressionAttributeNames: map[string]string{"#pk": table.PartitionKey}}
 	if !prevAttempt.IsZero() {

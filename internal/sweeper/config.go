@@ -10,6 +10,11 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/secret"
 )
 
+// DefaultRunnerListMaxAge is Config.RunnerListMaxAge unless set: short next
+// to a sweep's work, long enough that the pools of a scope swept in one
+// invocation read its list a few times instead of once each.
+const DefaultRunnerListMaxAge = 10 * time.Second
+
 // Config is the sweeper function's environment. Its credentials are
 // secret.Values: printing a Config, by any means, shows none of them.
 type Config struct {
@@ -30,8 +35,7 @@ type Config struct {
 	IdleConfirmation time.Duration
 	// RunnerListMaxAge: a scope's runner list read for one pool serves the
 	// other pools of the scope this long (RUNNER_LIST_MAX_AGE_SECONDS, default
-	// 10 as reconcile.DefaultRunnerListMaxAge, 0 to 60; 0: each pool reads its
-	// own).
+	// DefaultRunnerListMaxAge, 0 to 60; 0: each pool reads its own).
 	RunnerListMaxAge time.Duration
 
 	// Kubeconfig is the cluster's kubeconfig on the local stack (KUBECONFIG).
@@ -66,7 +70,7 @@ type Config struct {
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
 		TableName: getenv("TABLE_NAME"), PoolsConfig: getenv("POOLS_CONFIG"), DynamoDBEndpoint: getenv("DYNAMODB_ENDPOINT"),
-		Lease: 30 * time.Second, Parallelism: 4, RunnerListMaxAge: 10 * time.Second, Kubeconfig: getenv("KUBECONFIG"),
+		RunnerListMaxAge: DefaultRunnerListMaxAge, Kubeconfig: getenv("KUBECONFIG"),
 		EKSCluster: getenv("EKS_CLUSTER_NAME"), EKSEndpoint: getenv("EKS_ENDPOINT"), EKSCA: getenv("EKS_CA"),
 		GitHubURL: getenv("GITHUB_URL"), RunnerGitHubURL: getenv("RUNNER_GITHUB_URL"),
 		PrivateKeyARN: getenv("GITHUB_APP_PRIVATE_KEY_ARN"), PrivateKey: secret.Value(getenv("GITHUB_APP_PRIVATE_KEY")),
@@ -82,12 +86,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			}
 			*dst = n
 		}
-	}
-	if c.GitHubURL == "" {
-		c.GitHubURL = "https://api.github.com/"
-	}
-	if c.RunnerGitHubURL == "" {
-		c.RunnerGitHubURL = RunnerURL(c.GitHubURL)
 	}
 	if v := getenv("LEASE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -123,8 +121,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	return c, nil
 }
 
-// Validate reports missing or invalid settings by variable name.
-func (c Config) Validate() error {
+// Validate gives the settings left zero their defaults, then reports missing
+// or invalid settings by variable name.
+func (c *Config) Validate() error {
+	c.defaults()
 	var errs []error
 	if c.TableName == "" {
 		errs = append(errs, errors.New("TABLE_NAME is required"))
@@ -142,6 +142,24 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("set both EKS_ENDPOINT and EKS_CA, or neither (then eks:DescribeCluster finds them)"))
 	}
 	return errors.Join(append(errs, c.validateGitHub())...)
+}
+
+// defaults gives each setting left zero its default. RunnerListMaxAge has
+// none here: zero is a setting (each pool reads its own list), so
+// ConfigFromEnv starts it at DefaultRunnerListMaxAge.
+func (c *Config) defaults() {
+	if c.Lease == 0 {
+		c.Lease = 30 * time.Second
+	}
+	if c.Parallelism == 0 {
+		c.Parallelism = 4
+	}
+	if c.GitHubURL == "" {
+		c.GitHubURL = "https://api.github.com/"
+	}
+	if c.RunnerGitHubURL == "" {
+		c.RunnerGitHubURL = RunnerURL(c.GitHubURL)
+	}
 }
 
 // validateGitHub: an App (id and one source of its key; the installation id is

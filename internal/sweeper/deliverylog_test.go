@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
@@ -58,7 +57,7 @@ func mustPools(t *testing.T) *pool.Config {
 func TestScheduledSweepRecordsFailedDeliveries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	store := deliverylog.NewStore(e.db, e.table)
+	store := redeliver.NewStore(e.db, e.table)
 	sweep := func(rec sweeper.Recoverer, ev sweeper.Event) {
 		t.Helper()
 		s, err := sweeper.New(mustPools(t), e.rs, e.status, e.leases, nil, e.clock, nil,

@@ -58,7 +58,7 @@ type RemovedPools interface {
 	Remaining(ctx context.Context, namespaces []string, known func(string) bool) (map[string]int, error)
 }
 
-// DrainMark is the deployment's teardown switch (drain.Mark).
+// DrainMark is the deployment's teardown switch (teardown.Mark).
 type DrainMark interface {
 	Draining(ctx context.Context) (bool, error)
 	SetDraining(ctx context.Context, on bool, now time.Time) error

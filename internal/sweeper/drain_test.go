@@ -11,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -19,6 +18,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
@@ -51,7 +51,7 @@ func (f *removedFinder) Remaining(context.Context, []string, func(string) bool) 
 	return nil, nil
 }
 
-func newDrainEnv(t *testing.T) (*sweeper.Sweeper, *decisions, *reservation.Store, *drain.Mark) {
+func newDrainEnv(t *testing.T) (*sweeper.Sweeper, *decisions, *reservation.Store, *teardown.Mark) {
 	t.Helper()
 	cfg, err := pool.Parse([]byte(`
 pools:
@@ -67,7 +67,7 @@ pools:
 	db, name := testenv.Table(t)
 	clk := clocktesting.NewFakeClock(t0)
 	rec := &decisions{pools: map[string]*pool.Pool{}, d: map[string]scaling.Decision{}}
-	mark := drain.NewMark(db, name)
+	mark := teardown.NewMark(db, name)
 	rs := reservation.New(db, name, clk)
 	s, err := sweeper.New(cfg, rs, poolstate.NewStore(db, name), newLeases(t, db, name, clk), rec, clk, nil,
 		sweeper.Options{Removed: &removedFinder{}, Drain: mark})

@@ -45,7 +45,7 @@ func TestScheduledSweepRefreshesGroupAccess(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := groupaccess.NewStore(e.db, e.table)
-	refresher := groupaccess.NewRefresher(store, sweeper.GroupAccessGitHub{GitHub: gh}, e.clock, nil)
+	refresher := groupaccess.NewRefresher(store, gh, e.clock, nil)
 	s, err := sweeper.New(cfg, e.rs, e.status, e.leases, nil, e.clock, nil, sweeper.Options{GroupAccess: refresher})
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,11 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 )
 
-// Validate reports, by field name, the settings New cannot use: a negative
-// count or duration (zero takes the default), and a DeliveryLog without the
-// Recoverer whose findings it records.
-func (o Options) Validate() error {
+// Validate gives the settings left zero their defaults, then reports, by
+// field name, the settings New cannot use: a negative count or duration, and
+// a DeliveryLog without the Recoverer whose findings it records.
+func (o *Options) Validate() error {
+	o.defaults()
 	var errs []error
 	for _, f := range []struct {
 		name string
@@ -42,9 +43,35 @@ func (o Options) Validate() error {
 	return nil
 }
 
+// defaults gives each setting left zero its default; a negative one stays, for
+// Validate to report.
+func (o *Options) defaults() {
+	if o.Parallelism == 0 {
+		o.Parallelism = 4
+	}
+	if o.ExtendWithin == 0 {
+		o.ExtendWithin = 5 * time.Minute
+	}
+	if o.MaxWait == 0 {
+		o.MaxWait = 24 * time.Hour
+	}
+	if o.MaxRounds == 0 {
+		o.MaxRounds = 100
+	}
+	if o.HeldGrace == 0 {
+		o.HeldGrace = DefaultHeldGrace
+	}
+	if o.RefillWait == 0 {
+		o.RefillWait = 10 * time.Second
+	}
+	if o.RefillPoll == 0 {
+		o.RefillPoll = 250 * time.Millisecond
+	}
+}
+
 // required checks New's arguments: every dependency but the reconciler and the
-// logger, and the options.
-func required(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, clk clock.Clock, opts Options) error {
+// logger, and the options (given their defaults).
+func required(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, clk clock.Clock, opts *Options) error {
 	var errs []error
 	for _, dep := range []struct {
 		name    string

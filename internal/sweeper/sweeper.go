@@ -69,7 +69,7 @@ type Recoverer interface {
 }
 
 // DeliveryLog keeps what the last scheduled sweep saw of the webhook's failed
-// deliveries, for `runnerscaler status` (deliverylog.Store).
+// deliveries, for `runnerscaler status` (redeliver.Store).
 type DeliveryLog interface {
 	Put(ctx context.Context, u redeliver.Undelivered) error
 }
@@ -144,29 +144,8 @@ type Sweeper struct {
 // decides and records desired counts without touching Kubernetes.
 func New(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.Leases, reconciler Reconciler,
 	clk clock.Clock, log *slog.Logger, opts Options) (*Sweeper, error) {
-	if err := required(pools, rs, status, leases, clk, opts); err != nil {
+	if err := required(pools, rs, status, leases, clk, &opts); err != nil {
 		return nil, err
-	}
-	if opts.Parallelism <= 0 {
-		opts.Parallelism = 4
-	}
-	if opts.ExtendWithin <= 0 {
-		opts.ExtendWithin = 5 * time.Minute
-	}
-	if opts.MaxWait <= 0 {
-		opts.MaxWait = 24 * time.Hour
-	}
-	if opts.MaxRounds <= 0 {
-		opts.MaxRounds = 100
-	}
-	if opts.HeldGrace <= 0 {
-		opts.HeldGrace = DefaultHeldGrace
-	}
-	if opts.RefillWait <= 0 {
-		opts.RefillWait = 10 * time.Second
-	}
-	if opts.RefillPoll <= 0 {
-		opts.RefillPoll = 250 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -26,6 +26,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
@@ -45,11 +46,11 @@ type env struct {
 
 func newEnv(t *testing.T, rec sweeper.Reconciler) *env {
 	t.Helper()
-	return newEnvWith(t, rec, func(db lease.API) lease.API { return db })
+	return newEnvWith(t, rec, func(db table.API) table.API { return db })
 }
 
 // newEnvWith lets the leases see DynamoDB through wrap.
-func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(lease.API) lease.API) *env {
+func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(table.API) table.API) *env {
 	t.Helper()
 	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
 	if err != nil {
@@ -66,7 +67,7 @@ func newEnvWith(t *testing.T, rec sweeper.Reconciler, wrap func(lease.API) lease
 }
 
 // newLeases returns 30-second leases, as the sweeper's tests take them.
-func newLeases(t *testing.T, db lease.API, name string, clk clock.Clock) *lease.Leases {
+func newLeases(t *testing.T, db table.API, name string, clk clock.Clock) *lease.Leases {
 	t.Helper()
 	leases, err := lease.New(db, name, clk, 30*time.Second)
 	if err != nil {
@@ -329,7 +330,7 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 // stolenDB answers every renewal, once stolen is set, as DynamoDB does when the
 // lease has another holder.
 type stolenDB struct {
-	lease.API
+	table.API
 	stolen atomic.Bool
 }
 
@@ -347,7 +348,7 @@ func TestLostLeaseStopsTheHolderAtOnce(t *testing.T) {
 	t.Parallel()
 	db := &stolenDB{}
 	rec := &cancelledReconciler{entered: make(chan struct{}), ended: make(chan struct{})}
-	e := newEnvWith(t, rec, func(api lease.API) lease.API { db.API = api; return db })
+	e := newEnvWith(t, rec, func(api table.API) table.API { db.API = api; return db })
 	rec.clock = e.clock
 	first := make(chan sweeper.Report, 1)
 	go func() {

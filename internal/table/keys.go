@@ -21,10 +21,9 @@ import (
 //	ROSTER#<pool>     <runner>             a runner this deployment created (roster)
 //	DIED#<runner>     DIED#<ms>            a death of the runner the sweeper saw (rerun)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
-//	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (deliverylog)
+//	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (redeliver)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
-//	DRAIN             DRAIN                the teardown's drain mark (drain)
-//	TABLE             DRAIN                the drain mark where older versions kept it (drain reads it)
+//	DRAIN             DRAIN                the teardown's drain mark (teardown)
 //
 // The partitions are split by who writes them, so that an IAM policy can keep
 // the webhook to its own with dynamodb:LeadingKeys: it writes POOL#, RUNNER#
@@ -123,11 +122,4 @@ const (
 	RunnerReleasesSK = "RELEASE#runner"
 	// DrainSK is the drain mark, in DrainPK.
 	DrainSK = "DRAIN"
-)
-
-// LegacyDrainPK and LegacyDrainSK are where versions before DrainPK kept the drain
-// mark; a deployment upgraded during a teardown has it there.
-const (
-	LegacyDrainPK = DeploymentPK
-	LegacyDrainSK = "DRAIN"
 )

@@ -2,7 +2,7 @@
 // its key schema (keys.go: which item lives under which key), a sparse global
 // secondary index of the reservations that may hold capacity, and what every
 // package that reads or writes it shares (attr.go: attribute values, refused
-// conditional writes). The SAM template declares the same schema; a test checks
+// conditional writes; store.go: the client and table name a store calls). The SAM template declares the same schema; a test checks
 // they agree.
 package table
 

@@ -6,7 +6,8 @@
 // scale-down stops them: after their job. The sweeper unregisters each runner
 // from GitHub before it deletes its objects; whether GitHub still lists runners
 // of the deployment then is asked of GitHub itself (Registrations), when the
-// drainer has credentials for it, and otherwise not claimed.
+// drainer has credentials for it, and otherwise not claimed. The drain mark
+// (Mark) is what keeps every sweep draining between two drain invocations.
 package teardown
 
 import (

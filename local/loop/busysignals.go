@@ -45,10 +45,10 @@ func ScaledIdleConfirmation(sweepEvery time.Duration) time.Duration {
 }
 
 // ScaledRunnerListMaxAge is the sweeper's default runner-list sharing
-// (reconcile.DefaultRunnerListMaxAge, 10 s) in the loop's time, scaled as
+// (sweeper.DefaultRunnerListMaxAge, 10 s) in the loop's time, scaled as
 // ScaledIdleConfirmation (sweepEvery 1 s: 167 ms).
 func ScaledRunnerListMaxAge(sweepEvery time.Duration) time.Duration {
-	return time.Duration(float64(reconcile.DefaultRunnerListMaxAge) * float64(sweepEvery) / float64(time.Minute))
+	return time.Duration(float64(sweeper.DefaultRunnerListMaxAge) * float64(sweepEvery) / float64(time.Minute))
 }
 
 // busySignalField reports whether an EMF field is one of the sweeper's counts

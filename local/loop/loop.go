@@ -60,7 +60,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
@@ -436,11 +435,11 @@ func (l *Loop) UpdatePools(cfg *pool.Config) error {
 	// The runner versions as the deployment checks them (sweeper/wiring).
 	sopts := sweeper.Options{Versions: runnerversion.New(runnerversion.NewStore(l.opts.DB, l.opts.Table), l.gh, clk, l.opts.Log, l.emf),
 		GroupAccess: groupaccess.NewRefresher(groupaccess.NewStore(l.opts.DB, l.opts.Table),
-			sweeper.GroupAccessGitHub{GitHub: l.gh}, clk, l.opts.Log),
+			l.gh, clk, l.opts.Log),
 		HeldJobs: l.gh, HeldGrace: ScaledHeldGrace(l.opts.SweepEvery)}
 	if l.recoverer != nil {
 		sopts.Recoverer = l.recoverer
-		sopts.DeliveryLog = deliverylog.NewStore(l.opts.DB, l.opts.Table)
+		sopts.DeliveryLog = redeliver.NewStore(l.opts.DB, l.opts.Table)
 	}
 	leases, err := lease.New(l.opts.DB, l.opts.Table, clk, l.opts.Lease)
 	if err != nil {

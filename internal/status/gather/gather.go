@@ -44,7 +44,7 @@ type Statuses interface {
 }
 
 // DeliveryChecks reads what the last scheduled sweep recorded of GitHub's
-// webhook delivery log (deliverylog.Store); false when none has yet.
+// webhook delivery log (redeliver.Store); false when none has yet.
 type DeliveryChecks interface {
 	Get(ctx context.Context) (redeliver.Undelivered, bool, error)
 }

@@ -33,13 +33,13 @@ func (g *Gatherer) rerunOf(ctx context.Context, runner string, job int64) (*stat
 		if err != nil || !ok {
 			return nil, err
 		}
-		return &status.Rerun{Outcome: outcomeName(c.Outcome), Cause: c.Cause, Reason: c.Reason, Failed: c.Completed(),
+		return &status.Rerun{Outcome: outcomeName(c.Decision), Cause: c.Cause, Reason: c.Reason, Failed: c.Completed(),
 			Decided: c.Decided(), Tries: c.Tries}, nil
 	}
 	return nil, nil
 }
 
-func outcomeName(o rerun.Outcome) string {
+func outcomeName(o rerun.Decision) string {
 	if o == rerun.Pending {
 		return "pending"
 	}

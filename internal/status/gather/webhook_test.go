@@ -7,7 +7,6 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
@@ -32,7 +31,7 @@ func TestReportReadsTheDeliveryCheck(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(now)
-	store := deliverylog.NewStore(db, name)
+	store := redeliver.NewStore(db, name)
 	g := gather.New(cfg, reservation.New(db, name, clk), poolstate.NewStore(db, name), store, kube, clk)
 	r, err := g.Report(t.Context(), "")
 	if err != nil {

@@ -3,8 +3,6 @@ package wiring
 import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
@@ -14,6 +12,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 // What FromEnv plugs into what. The sweeper finds the optional RunnerWatcher
@@ -26,10 +25,10 @@ var (
 	_ sweeper.Reconciler    = (*reconcile.Reconciler)(nil)
 	_ sweeper.RunnerWatcher = (*reconcile.Reconciler)(nil)
 	_ sweeper.RemovedPools  = (*inventory.Finder)(nil)
-	_ sweeper.DrainMark     = (*drain.Mark)(nil)
+	_ sweeper.DrainMark     = (*teardown.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
-	_ sweeper.DeliveryLog   = (*deliverylog.Store)(nil)
-	_ groupaccess.GitHub    = sweeper.GroupAccessGitHub{GitHub: (*githubapi.Router)(nil)}
+	_ sweeper.DeliveryLog   = (*redeliver.Store)(nil)
+	_ groupaccess.GitHub    = (*githubapi.Router)(nil)
 	_ groupaccess.Records   = (*groupaccess.Store)(nil)
 	_ reconcile.GitHub      = (*githubapi.Router)(nil)
 	_ reconcile.JobLinks    = (*reservation.Store)(nil)

@@ -21,8 +21,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
-	"github.com/runnerscaler/runnerscaler/internal/drain"
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/groupaccess"
@@ -38,13 +36,14 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerversion"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
+	"github.com/runnerscaler/runnerscaler/internal/table"
+	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
 // DynamoDB is the part of the DynamoDB client the sweeper's stores use.
 type DynamoDB interface {
 	reservation.API
-	poolstate.API
-	deliverylog.API
+	table.API
 }
 
 // Clients are the AWS APIs the sweeper function calls.
@@ -157,7 +156,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	opts.Versions = runnerversion.New(runnerversion.NewStore(c.DynamoDB, cfg.TableName),
 		runnerversion.RouterReleases{Router: gh, Scope: pools.Pools[0].Scope()}, env.Clock, env.Log, metrics)
 	opts.GroupAccess = groupaccess.NewRefresher(groupaccess.NewStore(c.DynamoDB, cfg.TableName),
-		sweeper.GroupAccessGitHub{GitHub: gh}, env.Clock, env.Log)
+		gh, env.Clock, env.Log)
 	opts.HeldJobs = gh
 	leases, err := lease.New(c.DynamoDB, cfg.TableName, env.Clock, cfg.Lease)
 	if err != nil {
@@ -247,7 +246,7 @@ func restConfig(ctx context.Context, cfg sweeper.Config, c Clients, clk clock.Pa
 // recovery of lost webhook deliveries and its record.
 func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, removed *inventory.Finder, env Env) (sweeper.Options, error) {
 	opts := sweeper.Options{Parallelism: cfg.Parallelism, Metrics: metrics, Removed: removed,
-		Drain: drain.NewMark(db, cfg.TableName)}
+		Drain: teardown.NewMark(db, cfg.TableName)}
 	if cfg.AppID == 0 {
 		return opts, nil
 	}
@@ -256,6 +255,6 @@ func options(cfg sweeper.Config, key []byte, db DynamoDB, metrics *emf.Writer, r
 		return opts, err
 	}
 	opts.Recoverer = redeliver.New(app, env.Clock, 0, env.Log)
-	opts.DeliveryLog = deliverylog.NewStore(db, cfg.TableName)
+	opts.DeliveryLog = redeliver.NewStore(db, cfg.TableName)
 	return opts, nil
 }

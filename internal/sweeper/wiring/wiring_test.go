@@ -94,8 +94,8 @@ func (c *clusters) DescribeCluster(_ context.Context, in *eks.DescribeClusterInp
 		CertificateAuthority: &ekstypes.Certificate{Data: aws.String(c.ca)}}}, nil
 }
 
-// table is a DynamoDB that is never called while the sweeper is built.
-type table struct{ DynamoDB }
+// idleDB is a DynamoDB that is never called while the sweeper is built.
+type idleDB struct{ DynamoDB }
 
 // fakes are one test's clients, and the configurations Connect was called with.
 type fakes struct {
@@ -112,7 +112,7 @@ func newFakes() *fakes {
 }
 
 func (f *fakes) clients() Clients {
-	return Clients{Secrets: f.secrets, EKS: f.eks, STS: sts.New(sts.Options{Region: "us-east-1"}), DynamoDB: table{}}
+	return Clients{Secrets: f.secrets, EKS: f.eks, STS: sts.New(sts.Options{Region: "us-east-1"}), DynamoDB: idleDB{}}
 }
 
 func (f *fakes) connect(_ context.Context, cfg sweeper.Config) (Clients, error) {

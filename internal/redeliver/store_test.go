@@ -1,4 +1,4 @@
-package deliverylog_test
+package redeliver_test
 
 import (
 	"maps"
@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/runnerscaler/runnerscaler/internal/deliverylog"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
@@ -23,7 +22,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
-	s := deliverylog.NewStore(db, name)
+	s := redeliver.NewStore(db, name)
 	if _, ok, err := s.Get(t.Context()); err != nil || ok {
 		t.Fatalf("Get before any Put = %v, %v; want not found", ok, err)
 	}
