@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,7 +71,7 @@ func patchAnnotations[T metav1.Object](ctx context.Context, o fencedObject[T], o
 		// which its own write then fenced out. The change is ours.
 		return cur, nil
 	case !sameForTheStop(obj, cur):
-		return zero, fmt.Errorf("%s %s: %w", o.kind, obj.GetName(), ErrStale)
+		return zero, fmt.Errorf("%s %s: %w (%s)", o.kind, obj.GetName(), ErrStale, changes(obj, cur))
 	}
 	out, err = fencedPatch(ctx, o, cur, annotations)
 	if apierrors.IsConflict(err) {
@@ -120,6 +121,38 @@ func applied(obj, cur metav1.Object, annotations map[string]any) bool {
 // labels and finalizers.
 func sameForTheStop(obj, cur metav1.Object) bool {
 	return sameProgress(obj, cur) && (cur.GetDeletionTimestamp() == nil) == (obj.GetDeletionTimestamp() == nil)
+}
+
+// changes names what differs between obj and cur among what the stop acts
+// on (the keys of annotations and labels, not their values), for the error
+// that says another writer came first.
+func changes(obj, cur metav1.Object) string {
+	var out []string
+	keys := func(what string, a, b map[string]string) {
+		for k := range a {
+			if v, ok := b[k]; !ok || v != a[k] {
+				out = append(out, what+" "+k)
+			}
+		}
+		for k := range b {
+			if _, ok := a[k]; !ok {
+				out = append(out, what+" "+k)
+			}
+		}
+	}
+	keys("annotation", obj.GetAnnotations(), cur.GetAnnotations())
+	keys("label", obj.GetLabels(), cur.GetLabels())
+	if !slices.Equal(cur.GetFinalizers(), obj.GetFinalizers()) {
+		out = append(out, fmt.Sprintf("finalizers %v -> %v", obj.GetFinalizers(), cur.GetFinalizers()))
+	}
+	if cur.GetUID() != obj.GetUID() {
+		out = append(out, "uid")
+	}
+	if (cur.GetDeletionTimestamp() == nil) != (obj.GetDeletionTimestamp() == nil) {
+		out = append(out, "deletion")
+	}
+	slices.Sort(out)
+	return "changed: " + strings.Join(out, ", ")
 }
 
 func sameProgress(obj, cur metav1.Object) bool {
