@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -332,8 +333,12 @@ func (l *Loop) podChanged(old, cur *corev1.Pod) {
 			}
 			m.stops[fmt.Sprintf("%d %s", t.ExitCode, t.Reason)]++
 			m.stopSeen[cur.Name] = append(m.stopSeen[cur.Name], time.Now())
-			// When it stopped, by the kubelet (to the second, so rounded up).
-			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) {
+			// When it stopped, by the kubelet (to the second, so rounded up) —
+			// unless it ran no runner, so no worker of a job died with it: the
+			// runtime could not start it, or its entrypoint exited before it
+			// started the runner (its termination message says so), and its
+			// restart within the same second may take a job.
+			if at := t.FinishedAt.Add(time.Second); at.After(m.lastStop[cur.Name]) && ranRunner(t) {
 				m.lastStop[cur.Name] = at
 			}
 			if t.ExitCode != 0 && t.ExitCode != 143 { // 143: SIGTERM, a pod being deleted
@@ -661,4 +666,12 @@ func (l *Loop) Leftovers(ctx context.Context) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// ranRunner: a runner container's end that may have been a runner's: not one
+// the runtime could not start (StartError), nor one whose entrypoint says, in
+// its termination message, that it exited before it started the runner
+// (runner/entrypoint.sh, not_started).
+func ranRunner(t *corev1.ContainerStateTerminated) bool {
+	return t.Reason != "StartError" && !strings.HasPrefix(strings.TrimSpace(t.Message), "runner not started:")
 }

@@ -99,7 +99,8 @@ func TestEphemeralRunnerRunsOneJob(t *testing.T) {
 // or whose runner container stopped after the job started, is failed once it
 // has been so for LostAfter (as GitHub fails a job whose worker died); a job
 // whose runner's container stopped before the job started, on a runner online,
-// runs on.
+// runs on, and so does one whose runner's container stopped in the second the
+// job started without ever starting its runner (its restart took the job).
 func TestLostJobsAreFailedAfterLostAfter(t *testing.T) {
 	t.Parallel()
 	sim, _, take := simWithRunner(t)
@@ -118,6 +119,15 @@ func TestLostJobsAreFailedAfterLostAfter(t *testing.T) {
 	l.podChanged(runnerPod("small-c"), c) // long before its job
 	l.podChanged(c, restarted(c))
 	_, aliveJob := take("small-c")
+	// Its entrypoint exited before it started the runner, in the second its
+	// restart took the job: no worker died with it.
+	d := runnerPod("small-d")
+	l.podAdded(d)
+	notStarted := withStop(d, 1, "Error", time.Now())
+	notStarted.Status.ContainerStatuses[0].State.Terminated.Message = "runner not started: the entrypoint exited with code 1 before it started the runner\n"
+	l.podChanged(d, notStarted)
+	l.podChanged(notStarted, restarted(notStarted))
+	_, restartedJob := take("small-d")
 
 	now := time.Now()
 	lost := map[int64]time.Time{}
@@ -141,6 +151,9 @@ func TestLostJobsAreFailedAfterLostAfter(t *testing.T) {
 	}
 	if j := state[aliveJob.ID]; j.State != githubsim.JobInProgress {
 		t.Fatalf("job %d, whose runner is online and stopped before it: %s, want still in progress", aliveJob.ID, j.State)
+	}
+	if j := state[restartedJob.ID]; j.State != githubsim.JobInProgress {
+		t.Fatalf("job %d, taken by a restart of a container that never started its runner: %s, want still in progress", restartedJob.ID, j.State)
 	}
 	l.failLost(now.Add(2*l.opts.LostAfter), lost)
 	if n := l.LostJobs(); n != 2 || len(lost) != 0 {
