@@ -36,7 +36,9 @@ func (w *world) rerunsSettled() bool {
 			return false
 		}
 	}
-	return true
+	// A re-run decided while the decisions were read has queued a job this
+	// look's jobs lack (jobs are only ever added): look again then.
+	return len(w.loop.Sim.Jobs()) == len(jobs)
 }
 
 // rerunDecision is the decision about failed job j, kept in its runner's pool.
