@@ -154,8 +154,16 @@ func (d Death) during(started, completed time.Time, conclusion string) bool {
 func (d Death) From() time.Time { return millis(d.FromMillis) }
 func (d Death) To() time.Time   { return millis(d.ToMillis) }
 
-// Key identifies one death of a runner (its pod records it, so it is written once).
-func (d Death) Key() string { return fmt.Sprintf("%d", d.FromMillis) }
+// Key identifies one death of a runner (its pod records it, so it is written
+// once): when it began and whether it was the pod's deletion or its
+// container's end, which can begin in the same second (a runner killed just as
+// its pod is deleted).
+func (d Death) Key() string {
+	if d.Deleted {
+		return fmt.Sprintf("%d-deleted", d.FromMillis)
+	}
+	return fmt.Sprintf("%d", d.FromMillis)
+}
 
 // Window margins: the timestamps GitHub sends and those the kubelet reports have
 // a second's precision, and a runner that stops on SIGTERM or exits with an

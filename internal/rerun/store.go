@@ -230,7 +230,7 @@ func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
 // RecordDeath stores a death of a runner (once per Death.Key).
 func (s *Store) RecordDeath(ctx context.Context, d Death, now time.Time) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		Key: table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.FromMillis)),
+		Key: table.Key(table.DeathsPK(d.Runner), table.DeathSK(d.Key())),
 		UpdateExpression: aws.String("SET #runner = :runner, #cause = :cause, #from = :from, #to = :to, #deleted = :deleted, " +
 			"#killed = :killed, #repeated = :repeated, #ttl = :ttl"),
 		ExpressionAttributeNames: map[string]string{"#runner": "runner", "#cause": "cause", "#from": "from", "#to": "to",

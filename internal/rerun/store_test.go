@@ -152,3 +152,28 @@ func TestDeathsBesideJobLinks(t *testing.T) {
 		t.Fatalf("StartedMillis %d: want the in_progress's time, kept by the completed", jobs[0].StartedMillis)
 	}
 }
+
+// TestDeathsOfOneSecondAreBothKept: a runner killed in the second its pod's
+// deletion was asked has two deaths from the same time — the deletion and
+// its container's end — and both are kept: the kill decides a job the
+// deletion did not cancel.
+func TestDeathsOfOneSecondAreBothKept(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	at := time.Date(2026, 12, 3, 18, 48, 20, 0, time.UTC).UnixMilli()
+	deleted := rerun.Death{Runner: "small-lfmxc-0", Cause: "pod deleted", FromMillis: at, ToMillis: at + 27_000, Deleted: true}
+	killed := rerun.Death{Runner: "small-lfmxc-0", Cause: "runner container Error (exit code 137)", FromMillis: at, ToMillis: at, Killed: true}
+	for _, d := range []rerun.Death{deleted, killed} {
+		if err := s.RecordDeath(t.Context(), d, time.UnixMilli(at)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds, err := s.Deaths(t.Context(), "small-lfmxc-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || deleted.Key() == killed.Key() {
+		t.Fatalf("deaths %+v (keys %q, %q): want both, under keys of their own", ds, deleted.Key(), killed.Key())
+	}
+}

@@ -19,7 +19,7 @@ import (
 //	SWEEP#<pool>      LEASE                the pool's lease (lease)
 //	SWEEP#<pool>      RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
 //	ROSTER#<pool>     <runner>             a runner this deployment created (roster)
-//	DIED#<runner>     DIED#<ms>            a death of the runner the sweeper saw (rerun)
+//	DIED#<runner>     DIED#<key>           a death of the runner the sweeper saw (rerun.Death.Key)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (redeliver)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
@@ -77,7 +77,7 @@ func RerunBudgetSK(repo string, runID int64) string {
 const DeathSKPrefix = "DIED#"
 
 // DeathSK is the sort key of a runner's death, in DeathsPK.
-func DeathSK(fromMillis int64) string { return DeathSKPrefix + strconv.FormatInt(fromMillis, 10) }
+func DeathSK(key string) string { return DeathSKPrefix + key }
 
 // PendingRerunsKey is the active index's partition of a pool's undecided
 // re-run candidates (ActiveKey; reservations use PoolPK there).
