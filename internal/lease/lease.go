@@ -1,5 +1,5 @@
 // Package lease keeps, in the product's table, who may act on a pool now: the
-// pool's lease item (PK=POOL#<pool>, SK=LEASE). Nobody acquires it before it
+// pool's lease item (PK=SWEEP#<pool>, SK=LEASE). Nobody acquires it before it
 // expires or is released, and its holder stops by its Deadline (expiry minus a
 // margin) unless it renewed — Lease.Hold renews it and stops the holder's work
 // in time: so two sweepers do not act on one pool at once, provided their clocks

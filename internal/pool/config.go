@@ -300,7 +300,6 @@ func troubledFields(decoded []*Problem, prefix string) func(field string) bool {
 	}
 }
 
-// validate runs the pool's checks; each error begins with the field's path (FieldOf).
 // defaults gives each field the file may leave out, and that is read as set,
 // its value: the arch x64.
 func (p *Pool) defaults() {
@@ -309,6 +308,7 @@ func (p *Pool) defaults() {
 	}
 }
 
+// validate runs the pool's checks; each error begins with the field's path (FieldOf).
 func (p *Pool) validate() []error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateTokenExposure,
 		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}

@@ -1,6 +1,6 @@
 // Package poolstate keeps what the sweeper knows of each pool between
 // invocations, in the same DynamoDB table as the reservations: the pool's status
-// item (PK=POOL#<pool>, SK=STATUS) — the last decision, the last scale-out and
+// item (PK=SWEEP#<pool>, SK=STATUS) — the last decision, the last scale-out and
 // sync times, runner counts by phase, the latest failures: what ARC kept in the
 // HorizontalRunnerAutoscaler status — written with optimistic concurrency.
 package poolstate

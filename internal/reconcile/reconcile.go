@@ -99,8 +99,10 @@ type Options struct {
 	Reruns Reruns
 	// Roster is the deployment's record of the runners it created
 	// (roster.Store): a runner is added before anything of it exists, and
-	// retired when its Secret goes (create.go, secret.go). The webhook takes
-	// only runners on it for this deployment's. nil: no record kept.
+	// retired before its last object goes — a create undone (create.go), a
+	// runner deleted or an orphan finished (delete.go), a Secret released
+	// (cleanup.go). The webhook takes only runners on it for this
+	// deployment's. nil: no record kept.
 	Roster Roster
 }
 

@@ -455,10 +455,16 @@ type rerunWait string
 func (w rerunWait) Error() string { return string(w) }
 
 // rerunLater records that c's re-run is asked again after a back-off, or gives
-// up once rerun.GiveUpAfter has passed since the failure.
+// up once rerun.GiveUpAfter has passed since the failure: as refused when
+// GitHub's last answer was an error status or a rate limit, and as not re-run
+// otherwise (it waited for another job's re-run, GitHub still showed the job
+// running, or GitHub could not be reached), with the reason it waited.
 func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate, err error) error {
 	if s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
-		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+		if answeredWithError(err) {
+			return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+		}
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, fmt.Sprintf("gave up after %s: %v", rerun.GiveUpAfter, err))
 	}
 	c.Reason = err.Error()
 	next := s.now.Add(min(rerunBackoff<<min(max(c.Tries-1, 0), 10), rerunBackoffMax))
@@ -468,6 +474,14 @@ func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate
 		s.log.Warn("GitHub refused a re-run for now: asking again later", "job", c.JobID, "run", c.RunID, "error", err, "next", next)
 	}
 	return r.opts.Reruns.Later(ctx, c, next)
+}
+
+// answeredWithError: GitHub answered the call with an error status or a rate
+// limit (not one the client kept to itself).
+func answeredWithError(err error) bool {
+	var ae *githubapi.APIError
+	var rl *githubapi.RateLimitError
+	return errors.As(err, &ae) || errors.As(err, &rl) && !rl.Local
 }
 
 // refusedForGood: GitHub's answer will not change by asking again — the App

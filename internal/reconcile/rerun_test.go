@@ -152,6 +152,7 @@ func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 type jobRun struct {
 	conclusion   githubsim.JobConclusion
 	anotherTaker bool
+	running      bool // GitHub still shows the job running: it is not completed
 }
 
 func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *rerunEnv {
@@ -177,8 +178,10 @@ func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *
 		t.Fatalf("runner %s taking job %d: %v %v", taker.Name, e.job.ID, ok, err)
 	}
 	e.clock.Step(30 * time.Second) // the job runs for 30 s
-	if err := e.sim.CompleteJobAs(e.job.ID, run.conclusion); err != nil {
-		t.Fatal(err)
+	if !run.running {
+		if err := e.sim.CompleteJobAs(e.job.ID, run.conclusion); err != nil {
+			t.Fatal(err)
+		}
 	}
 	now := e.clock.Now()
 	e.store.cands[e.job.ID] = rerun.Candidate{Pool: "p", JobID: e.job.ID, RunID: e.job.RunID, RunAttempt: 1, Repository: "acme/app",
@@ -340,6 +343,48 @@ func TestRerunWaitsForTheRunToComplete(t *testing.T) {
 	}
 }
 
+// A re-run still waiting at rerun.GiveUpAfter is given up, and the decision
+// says what it waited for: refused when GitHub kept answering with an error (a
+// run that stays in progress), not re-run when it was not GitHub's refusal (a
+// job GitHub still shows running, whose candidate came before its end).
+func TestRerunStillWaitingIsGivenUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		run    jobRun
+		other  bool // another job of the run stays queued
+		want   rerun.Decision
+		reason string
+	}{
+		{"GitHub refuses while the run is in progress", jobRun{conclusion: githubsim.JobFailure}, true, rerun.Refused, "403"},
+		{"GitHub still shows the job running", jobRun{running: true}, false, rerun.NotRerun, "gave up after 6h0m0s: GitHub says job"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newRerunEnvOf(t, tc.run)
+			if tc.other {
+				e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"other"}, RunID: e.job.RunID})
+			}
+			e.oomKilled()
+			e.clock.Step(rerun.Settle)
+			for range 4 * int(rerun.GiveUpAfter/time.Hour) {
+				_ = e.sweep(1, e.clock.Now())
+				if c := e.store.get(e.job.ID); c.Decision != rerun.Pending {
+					break
+				}
+				e.clock.Step(31 * time.Minute)
+			}
+			c := e.store.get(e.job.ID)
+			if c.Decision != tc.want || !strings.Contains(c.Reason, tc.reason) {
+				t.Fatalf("decision %+v: want %q, reason containing %q", c, tc.want, tc.reason)
+			}
+			if e.clock.Since(c.Recorded()) <= rerun.GiveUpAfter {
+				t.Fatalf("decided %s after the failure, before rerun.GiveUpAfter", e.clock.Since(c.Recorded()))
+			}
+		})
+	}
+}
+
 // register2 registers a runner outside the pool that takes job (the run's
 // other job), and returns its name.
 func (e *rerunEnv) register2(j githubsim.Job) string {
@@ -420,6 +465,12 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 	}{
 		{"the job succeeded", jobRun{conclusion: githubsim.JobSuccess}, nil, rerun.NotRerun, "ended success"},
 		{"the job ran on another runner", jobRun{conclusion: githubsim.JobFailure, anotherTaker: true}, nil, rerun.NotRerun, `ran on runner "other-team-runner"`},
+		{"GitHub has no such job", jobRun{conclusion: githubsim.JobFailure}, func(c *rerun.Candidate) {
+			c.Repository = "acme/other"
+		}, rerun.NotRerun, "GitHub has no job"},
+		{"the job is of another attempt", jobRun{conclusion: githubsim.JobFailure}, func(c *rerun.Candidate) {
+			c.RunAttempt = 2
+		}, rerun.NotRerun, "attempt 1, not of run"},
 		{"the recorded times miss the death", jobRun{conclusion: githubsim.JobFailure}, func(c *rerun.Candidate) {
 			c.StartedMillis -= time.Hour.Milliseconds()
 			c.CompletedMillis -= time.Hour.Milliseconds()

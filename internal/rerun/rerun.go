@@ -1,9 +1,9 @@
 // Package rerun decides which failed jobs are re-run, and keeps what that
 // decision needs in the deployment's table.
 //
-// A job is re-run when its `completed` delivery says it failed or was
-// cancelled, it ran on one of this deployment's runners, and that runner died
-// under it: its container was OOM-killed or killed, its runner exited with an
+// A job is re-run when GitHub says it failed or was cancelled (the webhook's
+// `completed` delivery only makes it a candidate), it ran on one of this
+// deployment's runners, and that runner died under it: its container was OOM-killed or killed, its runner exited with an
 // error, or its pod was deleted, evicted or lost with its node while the job
 // ran (a Death the sweeper recorded, package reconcile). A job whose runner was
 // alive and exited normally failed by itself and is never re-run. Each
@@ -48,11 +48,17 @@ const (
 	Pending Decision = ""
 	// Rerun: GitHub accepted the re-run.
 	Rerun Decision = "rerun"
-	// NotRerun: the job failed by itself, re-runs are off, the budget is spent,
-	// or the job's repository is outside the pool's scope.
+	// NotRerun: the job failed by itself; re-runs are off, the budget is
+	// spent, or the job's repository is outside the pool's scope; GitHub's
+	// account of the job differs from the candidate's (no such job, not
+	// failed, another run, attempt or runner); someone else re-ran the run;
+	// the job cannot be told apart in the run's latest attempt; or the re-run
+	// still waited, at GiveUpAfter, for something other than GitHub's refusal
+	// (another job's re-run, the job shown running, GitHub out of reach).
 	NotRerun Decision = "not-rerun"
 	// Refused: GitHub refused the re-run for good (a missing permission, a run
-	// too old or re-run too often), or kept refusing it until GiveUpAfter.
+	// too old or re-run too often), or still answered it with an error status
+	// at GiveUpAfter.
 	Refused Decision = "refused"
 )
 

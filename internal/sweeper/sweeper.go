@@ -472,9 +472,9 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, sp
 }
 
 // extendWaiting keeps the reservations of queued jobs alive while they wait for
-// capacity rather than for a lost delivery (ARC #2466): while the pool is at
-// maxReplicas, or while some of its runners are still starting (a node scaling up,
-// a slow image pull) as the last sweep saw them. When every runner is up and idle
+// capacity rather than for a lost delivery: while the pool is at maxReplicas,
+// or while some of its runners are still starting (a node scaling up, a slow
+// image pull) as the last sweep saw them. When every runner is up and idle
 // and a job is still queued in the table, its delivery was lost, and expiry is the
 // backstop.
 func (s *Sweeper) extendWaiting(ctx context.Context, p *pool.Pool, d scaling.Decision, rs []reservation.Reservation, st poolstate.Status, now time.Time) (int, error) {
