@@ -113,3 +113,45 @@ func TestHeldJobsAreSettledByGitHub(t *testing.T) {
 		t.Fatalf("calls %v: want job 2 asked again after its interval, job 1 never again", gh.calls)
 	}
 }
+
+// TestHeldChecksAreCappedPerSweep: of seven jobs held past the grace, one
+// scheduled sweep asks GitHub about five, and the next asks about the other
+// two, not the five again (their interval has not passed).
+func TestHeldChecksAreCappedPerSweep(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Load(filepath.Join("..", "..", "local", "pools.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil)
+	gh := &gitHubJobs{status: map[int64]string{}, calls: map[int64]int{}}
+	if e.sweeper, err = sweeper.New(cfg, e.rs, e.status, e.leases, nil, e.clock, nil, sweeper.Options{HeldJobs: gh}); err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Pools[0].Name
+	for job := int64(1); job <= 7; job++ {
+		gh.status[job] = "waiting"
+		d := reservation.Delivery{Pool: p, JobID: job, Repository: "acme/app", Amount: 1, Duration: 10 * time.Minute,
+			State: reservation.Waiting, DeliveryID: fmt.Sprint("w", job)}
+		if _, err := e.rs.Record(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.clock.Step(sweeper.DefaultHeldGrace + time.Second)
+	total := func() (n int) {
+		gh.mu.Lock()
+		defer gh.mu.Unlock()
+		for _, c := range gh.calls {
+			n += c
+		}
+		return n
+	}
+	for i, want := range []int{5, 7} {
+		if _, err := e.sweeper.Handle(t.Context(), sweeper.Event{Source: "aws.events", DetailType: "Scheduled Event"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := total(); got != want || len(gh.calls) != want {
+			t.Fatalf("after sweep %d: %d calls for %d jobs (%v), want %d for %d", i+1, got, len(gh.calls), gh.calls, want, want)
+		}
+	}
+}

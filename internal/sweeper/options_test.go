@@ -47,6 +47,7 @@ func TestNewRejectsNonsenseOptions(t *testing.T) {
 		"Options.MaxWait":      {MaxWait: -time.Hour},
 		"Options.RefillWait":   {RefillWait: -time.Second},
 		"Options.RefillPoll":   {RefillPoll: -time.Millisecond},
+		"Options.HeldGrace":    {HeldGrace: -time.Minute},
 		"Options.DeliveryLog":  {DeliveryLog: &failingLog{}},
 	} {
 		s, err := d.new(opts)
