@@ -2,8 +2,10 @@ package reconcile_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +142,10 @@ func TestStaleSweeperLosesNoStopMark(t *testing.T) {
 	err := other.finish()
 	if !errors.Is(err, reconcile.ErrStale) {
 		t.Errorf("other sweep: %v, want its write refused with ErrStale", err)
+	}
+	// The refusal names what changed, the annotation's key, not its value.
+	if msg := fmt.Sprint(err); !strings.Contains(msg, "annotation "+runnerpod.AnnotationUnregistrationRequest) || strings.Contains(msg, want) {
+		t.Errorf("other sweep's refusal %q: want it to name annotation %s and not its value %s", msg, runnerpod.AnnotationUnregistrationRequest, want)
 	}
 
 	sts, err := e.raw.AppsV1().StatefulSets(e.ns).Get(t.Context(), name, metav1.GetOptions{})

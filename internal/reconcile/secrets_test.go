@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
@@ -180,43 +182,106 @@ func requestBody(req *http.Request) string {
 // StatefulSet the sweep still holds; cleanup must not make that Secret the
 // gone StatefulSet's again (the garbage collector would delete it under the
 // orphaned pod's runner): the Secret stays ownerless, for the orphan's stop.
+// So too when a StatefulSet of the same name was created since (another UID),
+// and when a finalizer still holds the deleted one.
 func TestCleanupAdoptsNoSecretForAStatefulSetGoneSinceTheSweepLooked(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, false)
-	e.mustSweep(1, time.Time{})
-	name := e.statefulSets()[0]
-	e.start(name)
-	e.status.LastCleanup = time.Time{} // cleanup due in the next sweep
-	var once sync.Once
-	orphan := func(req *http.Request) {
-		if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/secrets") {
-			return
-		}
-		once.Do(func() {
-			policy := metav1.DeletePropagationOrphan
-			if err := e.raw.AppsV1().StatefulSets(e.ns).Delete(t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
-				t.Errorf("deleting statefulset %s with --cascade=orphan: %v", name, err)
-				return
+	for _, tc := range []struct {
+		name string
+		// finalizer: the StatefulSet carries a finalizer of another
+		// controller; recreate: one of its name is created after the deletion.
+		finalizer, recreate bool
+	}{
+		{"gone", false, false},
+		{"recreated under its name", false, true},
+		{"held by a finalizer", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, false)
+			e.mustSweep(1, time.Time{})
+			name := e.statefulSets()[0]
+			e.start(name)
+			if tc.finalizer {
+				e.statefulSetFinalizer(name)
 			}
-			err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-				sec, err := e.raw.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
-				return err == nil && len(sec.OwnerReferences) == 0, err
-			})
+			e.status.LastCleanup = time.Time{} // cleanup due in the next sweep
+			var once sync.Once
+			orphan := func(req *http.Request) {
+				if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/secrets") {
+					once.Do(func() { e.orphanStatefulSet(name, tc.recreate) })
+				}
+			}
+			e.before.Store(&orphan)
+			if err := e.sweep(1, time.Time{}); err != nil {
+				t.Fatalf("sweep: %v", err)
+			}
+			e.before.Store(nil)
+			sec, err := e.raw.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{})
 			if err != nil {
-				t.Errorf("the garbage collector never orphaned secret %s: %v", name, err)
+				t.Fatalf("secret of the orphaned runner: %v", err)
+			}
+			if len(sec.OwnerReferences) != 0 {
+				t.Fatalf("secret %s was given owners %v: the StatefulSet the sweep saw is going, and the garbage collector deletes it", name, sec.OwnerReferences)
 			}
 		})
 	}
-	e.before.Store(&orphan)
-	if err := e.sweep(1, time.Time{}); err != nil {
-		t.Fatalf("sweep: %v", err)
+}
+
+// statefulSetFinalizer puts another controller's finalizer on StatefulSet
+// name, and takes it off when the test ends.
+func (e *env) statefulSetFinalizer(name string) {
+	e.t.Helper()
+	patch := []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)
+	if _, err := e.raw.AppsV1().StatefulSets(e.ns).Patch(e.t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.t.Fatalf("adding a finalizer to statefulset %s: %v", name, err)
 	}
-	e.before.Store(nil)
-	sec, err := e.raw.CoreV1().Secrets(e.ns).Get(t.Context(), name, metav1.GetOptions{})
+	e.t.Cleanup(func() {
+		_, err := e.raw.AppsV1().StatefulSets(e.ns).Patch(context.Background(), name, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			e.t.Errorf("removing the finalizer of statefulset %s: %v", name, err)
+		}
+	})
+}
+
+// orphanStatefulSet deletes StatefulSet name with --cascade=orphan and waits
+// until the garbage collector has orphaned its Secret; with recreate, it then
+// creates a StatefulSet of the same name and spec.
+func (e *env) orphanStatefulSet(name string, recreate bool) {
+	t := e.t
+	old, err := e.raw.AppsV1().StatefulSets(e.ns).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("secret of the orphaned runner: %v", err)
+		t.Errorf("reading statefulset %s: %v", name, err)
+		return
 	}
-	if len(sec.OwnerReferences) != 0 {
-		t.Fatalf("secret %s was given owners %v: the StatefulSet is gone, and the garbage collector deletes it", name, sec.OwnerReferences)
+	policy := metav1.DeletePropagationOrphan
+	if err := e.raw.AppsV1().StatefulSets(e.ns).Delete(t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+		t.Errorf("deleting statefulset %s with --cascade=orphan: %v", name, err)
+		return
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		sec, err := e.raw.CoreV1().Secrets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && len(sec.OwnerReferences) == 0, err
+	})
+	if err != nil {
+		t.Errorf("the garbage collector never orphaned secret %s: %v", name, err)
+		return
+	}
+	if !recreate {
+		return
+	}
+	err = wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := e.raw.AppsV1().StatefulSets(e.ns).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	if err != nil {
+		t.Errorf("statefulset %s never went: %v", name, err)
+		return
+	}
+	fresh := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: old.Labels, Annotations: old.Annotations},
+		Spec: old.Spec}
+	if _, err := e.raw.AppsV1().StatefulSets(e.ns).Create(t.Context(), fresh, metav1.CreateOptions{}); err != nil {
+		t.Errorf("creating statefulset %s again: %v", name, err)
 	}
 }
