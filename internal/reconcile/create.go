@@ -70,7 +70,9 @@ func (r *Reconciler) enrol(ctx context.Context, s *sweep, name string) error {
 // deliveries: package roster). Each way a runner ends retires it before its
 // last object goes (deleteRunner, finishOrphan, releaseSecret, undo), and
 // stops there when the roster cannot be written: the object left brings the
-// next sweep back.
+// next sweep back. A runner whose Secret could not be created has no object
+// left: when its retirement fails too, its name stays on the roster, the name
+// of a runner that never existed.
 func (r *Reconciler) retire(ctx context.Context, s *sweep, name string) error {
 	if r.opts.Roster == nil {
 		return nil

@@ -76,6 +76,8 @@ type env struct {
 	// before, when set, runs before each request the reconciler sends (what
 	// another writer does at that moment).
 	before atomic.Pointer[func(*http.Request)]
+	// refuse, when set, fails each request of the reconciler it returns an error for.
+	refuse atomic.Pointer[func(*http.Request) error]
 }
 
 // jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs).
@@ -185,6 +187,11 @@ type faultyTransport struct {
 func (f faultyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if before := f.e.before.Load(); before != nil {
 		(*before)(req)
+	}
+	if refuse := f.e.refuse.Load(); refuse != nil {
+		if err := (*refuse)(req); err != nil {
+			return nil, err
+		}
 	}
 	if req.Method == http.MethodGet {
 		f.e.reads.Add(1)

@@ -3,7 +3,10 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +26,8 @@ type recordingRoster struct {
 	mu              sync.Mutex
 	added, retired  []string
 	secretBeforeAdd []string
-	fail            bool
+	fail            bool // Add and Retire fail
+	failRetire      bool // Retire fails
 }
 
 var errRosterDown = errors.New("injected: the roster cannot be written")
@@ -45,7 +49,7 @@ func (r *recordingRoster) Add(ctx context.Context, pool, runner string, _ time.T
 func (r *recordingRoster) Retire(_ context.Context, pool, runner string, _ time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.fail {
+	if r.fail || r.failRetire {
 		return errRosterDown
 	}
 	r.retired = append(r.retired, runner)
@@ -121,4 +125,134 @@ func TestRosterHoldsEachRunnerFromBeforeItsSecretUntilItGoes(t *testing.T) {
 	if slices.Sort(roster.retired); !slices.Equal(roster.retired, pods) {
 		t.Fatalf("retired %v, want %v", roster.retired, pods)
 	}
+}
+
+// refuseCreate makes the reconciler's creations of kind (the resource's
+// plural) fail until the test ends.
+func (e *env) refuseCreate(kind string) {
+	refuse := func(req *http.Request) error {
+		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/"+kind) && req.URL.Query().Get("dryRun") == "" {
+			return fmt.Errorf("injected: creating %s refused", kind)
+		}
+		return nil
+	}
+	e.refuse.Store(&refuse)
+	e.t.Cleanup(func() { e.refuse.Store(nil) })
+}
+
+// TestRosterRetiresARunnerEveryWayItEnds: besides a deletion, a runner ends
+// when its Secret's creation fails, when its StatefulSet's creation fails (the
+// creation is undone), when its pod is orphaned (the orphan is finished), and
+// when only its Secret is left (cleanup releases it). Each retires the runner
+// before its last object goes; while the roster cannot be written, that
+// object stays, for the next sweep to retire it. (A runner whose Secret could
+// not be created has no object left: a retirement that fails then leaves its
+// name on the roster, that of a runner that never existed.)
+func TestRosterRetiresARunnerEveryWayItEnds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// end brings a runner to its end and returns its StatefulSet's name
+		// ("": the sweep that creates it ends it); the sweeps that finish it
+		// follow, first with the roster down.
+		end func(e *env) string
+		// kept: the runner's last object, which stays while the roster is down.
+		kept func(e *env, name string) bool
+	}{
+		{"its secret cannot be created", func(e *env) string {
+			e.refuseCreate("secrets")
+			return ""
+		}, nil},
+		{"its statefulset cannot be created", func(e *env) string {
+			e.refuseCreate("statefulsets")
+			return ""
+		}, func(e *env, name string) bool { return slices.Contains(e.secrets(), name) }},
+		{"its pod is orphaned", func(e *env) string {
+			e.mustSweep(1, time.Time{})
+			name := e.statefulSets()[0]
+			e.start(name)
+			e.mustSweep(1, time.Time{})
+			e.deleteStatefulSetWith(name, metav1.DeletePropagationOrphan)
+			return name
+		}, func(e *env, name string) bool {
+			_, err := e.raw.CoreV1().Pods(e.ns).Get(e.t.Context(), runnerpod.PodName(name), metav1.GetOptions{})
+			return err == nil
+		}},
+		{"only its secret is left", func(e *env) string {
+			e.mustSweep(1, time.Time{})
+			name := e.statefulSets()[0]
+			e.deleteStatefulSetWith(name, metav1.DeletePropagationOrphan)
+			if err := e.raw.CoreV1().Pods(e.ns).Delete(e.t.Context(), runnerpod.PodName(name), metav1.DeleteOptions{}); err != nil {
+				e.t.Fatal(err)
+			}
+			e.releaseFinalizers()
+			e.waitNoPods(20 * time.Second)
+			e.status.LastCleanup = time.Time{}
+			e.clock.Step(2 * time.Minute) // past OrphanGrace
+			return name
+		}, func(e *env, name string) bool { return slices.Contains(e.secrets(), name) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, true)
+			roster := &recordingRoster{e: e}
+			e.withRoster(roster)
+			name := tc.end(e)
+			desired := 0
+			if name == "" {
+				desired = 1
+			}
+			// sweeps sweeps n times, playing the kubelet for the runners it stops.
+			sweeps := func(n int) {
+				for range n {
+					_ = e.sweep(desired, time.Time{})
+					e.endStoppedRunners()
+				}
+				if name == "" {
+					name = roster.firstAdded()
+				}
+			}
+			if tc.kept != nil {
+				roster.setFail(true, false)
+				sweeps(4)
+				if !tc.kept(e, name) {
+					t.Fatalf("runner %q: its last object went with the roster down", name)
+				}
+				roster.setFail(false, false)
+				e.status.LastCleanup = time.Time{}
+				e.clock.Step(2 * time.Minute) // a Secret left is past OrphanGrace: cleanup finishes it
+			}
+			sweeps(1)
+			if name == "" || !slices.Contains(roster.retiredNames(), runnerpod.PodName(name)) {
+				t.Fatalf("runner %q not retired: retired %v", name, roster.retiredNames())
+			}
+			if tc.kept != nil && tc.kept(e, name) {
+				t.Fatalf("runner %s retired, and its last object still there", name)
+			}
+		})
+	}
+}
+
+// setFail makes the roster's retirements, and additions with add too, fail
+// (or not) from now on.
+func (r *recordingRoster) setFail(retire, add bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failRetire, r.fail = retire, add
+}
+
+func (r *recordingRoster) retiredNames() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.retired)
+}
+
+// firstAdded is the StatefulSet name of the runner added first ("" if none).
+func (r *recordingRoster) firstAdded() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.added) == 0 {
+		return ""
+	}
+	return strings.TrimSuffix(r.added[0], "-0")
 }
