@@ -73,13 +73,19 @@ pools:
 		}
 		return false
 	})
-	pod, err := w.kube.CoreV1().Pods(w.ns).Get(context.Background(), running.RunnerName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !dockerRunning(pod) {
-		t.Fatalf("pod %s runs a job without its docker container running: %+v %+v", pod.Name, pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses)
-	}
+	// The kubelet reports the containers' states some time after they
+	// change (a CI run read "PodInitializing" here with the job already
+	// running): wait for its report that docker runs, within the job's own
+	// wait for the stop.
+	var pod *corev1.Pod
+	w.waitFor("the kubelet reporting the job's docker running", 30*time.Second, func() bool {
+		var err error
+		pod, err = w.kube.CoreV1().Pods(w.ns).Get(context.Background(), running.RunnerName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dockerRunning(pod)
+	})
 	// Deleted by hand under its job, as a drain does (the monitor notes it).
 	if err := w.loop.DeletePod(context.Background(), pod); err != nil {
 		t.Fatal(err)
