@@ -16,11 +16,12 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // TestRosterHasWhatTheSweeperAdded: a runner is on its pool's roster once
 // added, not on another pool's, and stays on it once retired, with a TTL of
-// Linger; retiring a runner never added does not put it on the roster.
+// Linger; retiring a runner never added does not put it on the roster. Has
+// reads consistently (ConsistentOnly refuses other reads).
 func TestRosterHasWhatTheSweeperAdded(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
-	s := roster.NewStore(db, name)
+	s := roster.NewStore(testenv.ConsistentOnly(db), name)
 	ctx := t.Context()
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	has := func(pool, runner string) bool {

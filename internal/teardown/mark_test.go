@@ -37,11 +37,12 @@ func draining(t *testing.T, m *teardown.Mark) bool {
 }
 
 // TestMarkHasAPartitionOfItsOwn: the mark starts and cancels a teardown in its
-// own item, PK=DRAIN, SK=DRAIN.
+// own item, PK=DRAIN, SK=DRAIN, read consistently (ConsistentOnly refuses
+// other reads).
 func TestMarkHasAPartitionOfItsOwn(t *testing.T) {
 	t.Parallel()
 	db, name := testenv.Table(t)
-	m := teardown.NewMark(db, name)
+	m := teardown.NewMark(testenv.ConsistentOnly(db), name)
 	if draining(t, m) {
 		t.Fatal("a new table is draining")
 	}
