@@ -358,3 +358,31 @@ func TestListBudget(t *testing.T) {
 		t.Fatalf("cold %d/%d warm %d/%d, want 10/10 and 10/0", coldCalls, coldUnits, warmCalls, warmUnits)
 	}
 }
+
+// TestRunnerCacheIsSafeForConcurrentUse: sweeps of several pools store, read
+// and invalidate pages at once (without its lock the runtime stops the test
+// with "concurrent map writes", and -race reports the race).
+func TestRunnerCacheIsSafeForConcurrentUse(t *testing.T) {
+	t.Parallel()
+	c := githubapi.NewRunnerCache()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			scope := fmt.Sprint("organization/o", g%4)
+			for i := range 500 {
+				c.StorePage(scope, i%3+1, githubapi.CachedPage{ETag: fmt.Sprint(i)})
+				if p, ok := c.Page(scope, i%3+1); ok && p.ETag == "" {
+					t.Errorf("page of %s without its ETag", scope)
+				}
+				if i%50 == 0 {
+					c.Invalidate(scope)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	c.StorePage("organization/o", 1, githubapi.CachedPage{ETag: "e"})
+	if p, ok := c.Page("organization/o", 1); !ok || p.ETag != "e" {
+		t.Fatalf("page after the storm: %+v %v, want the one stored", p, ok)
+	}
+}
