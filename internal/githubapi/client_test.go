@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -384,5 +385,27 @@ func TestRunnerCacheIsSafeForConcurrentUse(t *testing.T) {
 	c.StorePage("organization/o", 1, githubapi.CachedPage{ETag: "e"})
 	if p, ok := c.Page("organization/o", 1); !ok || p.ETag != "e" {
 		t.Fatalf("page after the storm: %+v %v, want the one stored", p, ok)
+	}
+}
+
+// TestLatestJobsReadsEveryPage: a run of 130 jobs is listed in two pages of
+// 100; LatestJobs returns them all, the job of the second page included.
+func TestLatestJobsReadsEveryPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	first := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"x"}})
+	last := first
+	for range 129 {
+		last = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"x"}, RunID: first.RunID})
+	}
+	jobs, err := e.client.LatestJobs(t.Context(), org, "acme/app", first.RunID)
+	if err != nil || len(jobs) != 130 {
+		t.Fatalf("LatestJobs = %d jobs, %v; want 130", len(jobs), err)
+	}
+	if !slices.ContainsFunc(jobs, func(j githubapi.Job) bool { return j.ID == last.ID }) {
+		t.Fatalf("job %d, on the second page, is not among the jobs listed", last.ID)
+	}
+	if n := e.sim.Calls()["GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs"]; n != 2 {
+		t.Fatalf("%d list calls, want 2 pages", n)
 	}
 }

@@ -90,7 +90,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 
 // runJobs: GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs — the jobs of
 // the run's latest attempt (filter=latest, the default) or of every attempt
-// (filter=all), one page.
+// (filter=all), with per_page/page and a Link to the next page, as GitHub pages it.
 func (s *Server) runJobs(w http.ResponseWriter, r *http.Request) {
 	run, err := strconv.ParseInt(r.PathValue("run_id"), 10, 64)
 	if err != nil {
@@ -113,11 +113,20 @@ func (s *Server) runJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
-	out := make([]any, 0, len(jobs))
-	for _, j := range jobs {
+	perPage, page := intParam(r, "per_page", 30, 1, 100), intParam(r, "page", 1, 1, 1<<30)
+	from, to := min((page-1)*perPage, len(jobs)), min(page*perPage, len(jobs))
+	out := make([]any, 0, to-from)
+	for _, j := range jobs[from:to] {
 		out = append(out, s.workflowJobPayload(j)["workflow_job"]) // payloads.go: the REST job's fields
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(out), "jobs": out})
+	if to < len(jobs) {
+		filter := r.URL.Query().Get("filter")
+		if filter == "" {
+			filter = "latest"
+		}
+		w.Header().Set("Link", fmt.Sprintf(`<%s?filter=%s&per_page=%d&page=%d>; rel="next"`, linkBase(r), filter, perPage, page+1))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(jobs), "jobs": out})
 }
 
 func (s *Server) actionsPermission() string {
