@@ -272,8 +272,7 @@ func (i inProcess) Invoke(ctx context.Context, event []byte) ([]byte, error) {
 	return json.Marshal(r)
 }
 
-// TestOneDeploymentSeveralAccounts is issue #16's "done when", on the local
-// stack: one deployment serves pools in two organizations under two
+// TestOneDeploymentSeveralAccounts, on the local stack: one deployment serves pools in two organizations under two
 // installations of one App and an enterprise pool with a PAT; a pool removed
 // from the file is drained by the next sweeps without its busy runner being
 // killed; and the teardown (runnerscaler drain) leaves nothing in the cluster or

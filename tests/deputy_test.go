@@ -189,10 +189,10 @@ func (d *deployment) forgePod(pool, name string, annotations map[string]string) 
 	}}
 }
 
-// TestForgedPodsBesideABusyRunnerTouchNoRunner is issue #38 item 1 on the
-// local stack. Pool a's runner (the victim) runs a job, which GitHub's REST
-// busy flag does not show yet, as for a while after any job's start
-// (actions/runner#4422): nothing but the sweeper's ownership check stands
+// TestForgedPodsBesideABusyRunnerTouchNoRunner, on the local stack: pool a's
+// runner (the victim) runs a job, which GitHub's REST busy flag does not show
+// yet, as for a while after any job's start (docs/concepts.md, "Busy is
+// decided from several signals"): nothing but the sweeper's ownership check stands
 // between a forged pod and the victim's removal. Another team's runner, with
 // custom labels, is registered in the same organization. Someone who can
 // create pods in the runner namespace then writes two pods with this

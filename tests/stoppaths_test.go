@@ -20,7 +20,7 @@ import (
 )
 
 // Paths of the graceful stop on which a runner that holds a job was taken for
-// an idle one (issue #34). Each test drives the real entrypoint and fake runner
+// an idle one. Each test drives the real entrypoint and fake runner
 // on the node into the path, and judges by the simulator's truth how the job
 // ended.
 
@@ -210,7 +210,7 @@ pools:
 `
 )
 
-// TestStopPathOrphanedBusyRunnerFinishesItsJob (#34 path 2): the StatefulSet of
+// TestStopPathOrphanedBusyRunnerFinishesItsJob: the StatefulSet of
 // a runner that runs a job is deleted with --cascade=orphan. Its pod stays,
 // owned by nothing, and so does its Secret. GitHub's REST view lists the
 // runner idle for the whole job (the busy lie) while the sweeper runs every

@@ -28,7 +28,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
-// TestDeletionCannotRecreateThePod (issue 12, item 5): a busy runner's pod is
+// TestDeletionCannotRecreateThePod: a busy runner's pod is
 // deleted by hand; once its job is over the runner is deleted, with the
 // StatefulSet controller given time to act between the reconciler's writes. No
 // pod may be left behind: a pod the controller recreated after the finalizer
@@ -75,7 +75,7 @@ func TestDeletionCannotRecreateThePod(t *testing.T) {
 	e.waitNoPods(5 * time.Second)
 }
 
-// TestOrphanedPodIsUnregisteredBeforeRelease (item 5): a runner's StatefulSet is
+// TestOrphanedPodIsUnregisteredBeforeRelease: a runner's StatefulSet is
 // deleted by hand while its runner runs a job. The pod, held by our finalizer,
 // has no owner left; sweeps still finish it: RemoveRunner (busy: wait; idle:
 // removed), and only then the finalizer goes.

@@ -116,8 +116,9 @@ func TestCallsOnePerAttempt(t *testing.T) {
 	}
 }
 
-// Deaths live in the runner's partition beside its job links, and neither
-// read returns the other's items; a death is read back whole.
+// Deaths live in a partition of their own (DIED#<runner>), apart from the
+// runner's job links, and neither read returns the other's items; a death is
+// read back whole.
 func TestDeathsBesideJobLinks(t *testing.T) {
 	db, name := testenv.Table(t)
 	s := rerun.NewStore(db, name)

@@ -7,7 +7,7 @@ import (
 )
 
 // BusyLie makes the REST API's busy flag lag behind and flicker the way GitHub's
-// does (actions/runner#4422): a runner that holds a job reads busy: false for the
+// does (reported publicly; docs/concepts.md cites it): a runner that holds a job reads busy: false for the
 // first seconds after the job was assigned, and again at short moments mid-job.
 // DELETE .../actions/runners/{id} decides by the same flag, so it removes such a
 // runner with 204, and its job then fails as on GitHub (see Job.LostRunner).

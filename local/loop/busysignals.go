@@ -14,7 +14,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
-// GitHub's lying busy flag (actions/runner#4422), in GitHub's time: REST says
+// GitHub's lying busy flag (docs/concepts.md cites its report), in GitHub's time: REST says
 // busy: false for 25–60 s after a job's assignment, and at short moments
 // mid-job (here: once a minute, for 5 s).
 const (

@@ -17,7 +17,7 @@
 //     The runner's protocol is the simulator's own (its /_runner/ endpoints), not
 //     actions/runner's private broker protocol; a job's worker runs the job's
 //     script, if it has one, and otherwise sleeps for the job's duration.
-//   - GitHub's REST busy flag lies (actions/runner#4422) when Options.BusyLie
+//   - GitHub's REST busy flag lies (docs/concepts.md) when Options.BusyLie
 //     says so: the simulator then shows a runner idle for a while after it took
 //     a job and at moments mid-job, and a removal in such a moment loses the
 //     job (githubsim.BusyLie), which the monitor counts against the product.
