@@ -135,6 +135,7 @@ func TestChaos(t *testing.T) {
 	// A persistent runner told "busy" while being stopped is asked again after a
 	// back-off of up to 5 minutes (internal/reconcile), meanwhile idle: hence 6.
 	w.waitFor("back to zero", 6*time.Minute, w.quiescent)
+	w.noJobCountedTwiceOrNowhere()
 	f := w.loop.Faults()
 	ws, on := w.loop.Waits(), w.loop.Monitor.OnlineLatencies()
 	t.Logf("%d jobs run in %s (%v); delivery and API faults: %d deliveries lost, %d duplicated, %d delayed, "+

@@ -99,6 +99,7 @@ func TestTraceOfEveryWait(t *testing.T) {
 		t.Errorf("%d JobsRefusedByGroup records for ml, want one for each of the %d acme/app big jobs at least: %v", len(refused), len(bigs), refused)
 	}
 	w.waitFor("back to zero", 2*time.Minute, w.quiescent)
+	w.noJobCountedTwiceOrNowhere()
 	w.noViolations()
 }
 
