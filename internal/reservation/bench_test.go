@@ -68,9 +68,8 @@ const benchActive = 20
 // BenchmarkSweepRead: the read capacity units one sweep's reservation read
 // consumes in a pool with 20 active jobs (10 queued, 10 in progress) as its
 // completed jobs, kept a day, grow from 1,000 to 10,000 — before the index
-// (full-partition: the strongly consistent query of the whole partition, still
-// Active's path during the migration window) and after it (active-index: what
-// Active reads once the window is over). The capacity is the server's own count
+// (full-partition: the strongly consistent query of the whole partition) and
+// with it (active-index: what Active reads). The capacity is the server's own count
 // (ReturnConsumedCapacity TOTAL): dynalite, like DynamoDB, sums the sizes of the
 // items a request reads, rounds up to 4 KB units, and halves them for eventually
 // consistent reads (the index's). A query reads at most 1 MB per page; the sum is

@@ -31,8 +31,10 @@ import (
 // decides by (its lease and status, re-run budgets, the runners it created,
 // the deaths it saw, the drain mark) is in partitions only the sweeper writes.
 
-// PoolPK is the partition of everything stored about a pool; the active index
-// partitions by the same value (ActiveKey).
+// PoolPK is the partition of what the webhook records about a pool's jobs:
+// their reservations, re-run candidates and queue waits, and the pointers to
+// jobs of other pools it counts; the active index partitions reservations by
+// the same value (ActiveKey).
 func PoolPK(pool string) string { return "POOL#" + pool }
 
 // RunnerPK is the partition of the jobs a runner took.
@@ -99,7 +101,7 @@ func WaitSK(t time.Time) string {
 }
 
 // Partitions that do not belong to a pool or a runner, and the sort keys of the
-// items in them and in a pool's partition.
+// items in them and in a pool's sweeper partition (SweepPK).
 const (
 	// UnroutedPK holds the jobs that asked for a self-hosted runner but matched
 	// no pool.

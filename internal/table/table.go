@@ -27,10 +27,11 @@ const (
 )
 
 // The active index: a sparse global secondary index (partition ActiveKey, sort
-// SortKey, all attributes projected). Only reservations of queued or in-progress
-// jobs carry ActiveKey (POOL#<pool>); the write that records `completed` removes
-// it. So a sweep reads its pool's unfinished jobs, not the completed ones kept
-// for a day.
+// SortKey, all attributes projected). Reservations of queued or in-progress
+// jobs carry ActiveKey (POOL#<pool>), and the write that records `completed`
+// removes it; so a sweep reads its pool's unfinished jobs, not the completed
+// ones kept for a day. Undecided re-run candidates carry it too, under
+// PendingRerunsKey (RERUNS#<pool>), until they are decided.
 const (
 	ActiveIndex = "active"
 	ActiveKey   = "activePK"
@@ -66,11 +67,9 @@ func Definition(name string) *dynamodb.CreateTableInput {
 type CreateAPI interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, opts ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
-	PutItem(ctx context.Context, in *dynamodb.PutItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
 }
 
-// Create creates the table with its index and waits until it is active, then
-// writes the index marker. It is used by the local stack and the tests; in AWS the
+// Create creates the table with its index and waits until it is active. It is used by the local stack and the tests; in AWS the
 // SAM template creates the table. An existing table is not an error, unless it
 // lacks the active index (it was created by an older version: dynalite cannot add
 // an index to a table, so delete it).

@@ -144,7 +144,7 @@ func newEnvAt(t *testing.T, cfg *pool.Config, secret string, clk clock.PassiveCl
 	return e
 }
 
-// items counts the pools' items (not the table's index marker).
+// items counts the items in the pools' partitions.
 func (e *env) items(t *testing.T) int {
 	t.Helper()
 	out, err := e.db.Scan(t.Context(), &dynamodb.ScanInput{TableName: aws.String(e.table), Select: "COUNT",
