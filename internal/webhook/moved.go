@@ -5,9 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/runnerscaler/runnerscaler/internal/emf"
-	"github.com/runnerscaler/runnerscaler/internal/pool"
-	"github.com/runnerscaler/runnerscaler/internal/reservation"
-	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
 
 // followRunner moves the count of a job routed to p that a runner of
@@ -15,13 +12,13 @@ import (
 // (reservation.Store.FollowRunner): GitHub gives a job to any runner whose
 // labels cover it, so a runner created for one pool's job can take another
 // pool's. The pool that counted the job stops counting it, and runnerPool
-// counts it while it runs, so the job its runner was created for gets another
-// runner: an in_progress that moved a job nudges runnerPool. The move is
-// repeated whole by a redelivery (a job already counted in runnerPool is not
-// moved), so a failure fails the delivery and GitHub redelivers. Which
-// deliveries follow their runner is the plan's to say (follows).
-func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, state reservation.State, job int64, t *tally) ([]slog.Attr, error) {
-	from, moved, err := h.store.FollowRunner(ctx, p.Name, job, runnerPool.Name)
+// counts it while it runs. The move is repeated whole by a redelivery (a job
+// already counted in runnerPool is not moved), so a failure fails the delivery
+// and GitHub redelivers. Which deliveries follow their runner, and whom a
+// move nudges, is the plan's to say (follows, followNudge).
+func (h *Handler) followRunner(ctx context.Context, dp deliveryPlan, t *tally) ([]slog.Attr, error) {
+	p, runnerPool := dp.pool, dp.runnerPool
+	from, moved, err := h.store.FollowRunner(ctx, p.Name, dp.job.id, runnerPool.Name)
 	if err != nil || !moved {
 		return nil, err
 	}
@@ -29,8 +26,8 @@ func (h *Handler) followRunner(ctx context.Context, p, runnerPool *pool.Pool, st
 	if runnerPool.Name != p.Name {
 		h.countOnAnotherPoolsRunner(ctx, runnerPool.Name)
 	}
-	if state == reservation.InProgress {
-		attrs = append(attrs, h.nudge(ctx, sweepevent.Event{Pool: runnerPool.Name}, t))
+	if dp.followNudge != nil {
+		attrs = append(attrs, h.nudge(ctx, *dp.followNudge, t))
 	}
 	return attrs, nil
 }

@@ -20,6 +20,9 @@ import (
 // recorded it, whose runner took it), a pure decision of everything it writes
 // and whom it nudges (plan), and the writes in their order (apply), each step
 // adding its log attributes and counting its metrics once its write is done.
+// Some writes are planned on the condition of an earlier one's answer — the
+// queue wait and the nudge once the reservation is applied, the runner
+// pool's nudge once the count moved — and apply checks only that condition.
 
 // facts are what a delivery's plan is decided from.
 type facts struct {
@@ -52,9 +55,13 @@ type deliveryPlan struct {
 	pool        *pool.Pool
 	why         string
 	reservation reservation.Delivery
-	// follow: move the job's count to runnerPool, the pool of its runner.
-	follow     bool
-	runnerPool *pool.Pool
+	// follow: move the job's count to runnerPool, the pool of its runner;
+	// followNudge: the sweep asked for once the count moved (nil: none).
+	follow      bool
+	runnerPool  *pool.Pool
+	followNudge *sweepevent.Event
+	// queueWait: keep the job's queue wait once its in_progress is applied.
+	queueWait bool
 	// nudge: the sweep the delivery asks for once what it records is
 	// applied (nil: none).
 	nudge *sweepevent.Event
@@ -83,6 +90,12 @@ func plan(f facts) deliveryPlan {
 			Reason: f.why, DeliveryID: f.delivery, State: f.state, Created: j.created}
 	}
 	dp.follow = follows(p, f.runnerPool, f.state, j)
+	if dp.follow && f.state == reservation.InProgress {
+		// The runner's pool counts the job now, besides the job its runner
+		// was created for, which needs another runner: its sweep is asked for.
+		dp.followNudge = &sweepevent.Event{Pool: f.runnerPool.Name}
+	}
+	dp.queueWait = p != nil && f.state == reservation.InProgress
 	dp.nudge = nudgeFor(p, f.runnerPool, f.state, j)
 	return dp
 }
@@ -114,8 +127,8 @@ func follows(p, runnerPool *pool.Pool, state reservation.State, j job) bool {
 // refilled at once and a runner whose stop waited for this job is unregistered
 // at once, before GitHub can hand it another job (the sweeper waits for the
 // runner's container to exit, and sweeps only while jobs wait for the pool or a
-// named runner is being stopped). A job completed on no runner of ours, and an
-// in_progress one, nudge nobody.
+// named runner is being stopped). A job completed on no runner of ours nudges
+// nobody, and an in_progress only through its move (followNudge).
 func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) *sweepevent.Event {
 	switch {
 	case state == reservation.Queued && p != nil:
@@ -242,7 +255,7 @@ func (h *Handler) stepFollow(ctx context.Context, a *applying) error {
 	if !a.plan.follow {
 		return nil
 	}
-	attrs, err := h.followRunner(ctx, a.plan.pool, a.plan.runnerPool, a.plan.state, a.plan.job.id, &a.tally)
+	attrs, err := h.followRunner(ctx, a.plan, &a.tally)
 	a.attrs = append(a.attrs, attrs...)
 	return err
 }
@@ -252,7 +265,7 @@ func (h *Handler) stepFollow(ctx context.Context, a *applying) error {
 // approval's metric; and answers 200.
 func (h *Handler) stepAnswer(ctx context.Context, a *applying) error {
 	p, state, j := a.plan.pool, a.plan.state, a.plan.job
-	if state == reservation.InProgress && a.outcome == reservation.Applied {
+	if a.plan.queueWait && a.outcome == reservation.Applied {
 		a.attrs = append(a.attrs, h.queueWait(ctx, p.Name, j)...)
 	}
 	if a.plan.nudge != nil && (a.outcome == reservation.Applied || a.outcome == reservation.Released) {

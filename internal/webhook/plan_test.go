@@ -46,6 +46,8 @@ func TestPlan(t *testing.T) {
 		pool, runnerPool, nudge string
 		link, failure, unrouted bool
 		follow                  bool
+		followNudge             string
+		queueWait               bool
 	}
 	for _, tc := range []struct {
 		name string
@@ -59,15 +61,15 @@ func TestPlan(t *testing.T) {
 		{"queued for a hosted runner", facts{job: j("ubuntu-latest"), state: reservation.Queued, why: "no pool"}, want{}},
 		{"waiting no pool takes", facts{job: j("self-hosted", "gpu"), state: reservation.Waiting, why: "no pool"}, want{}},
 		{"in_progress on a runner of no pool of ours", facts{job: j("self-hosted", "linux"), state: reservation.InProgress, pool: linux},
-			want{pool: "linux"}},
+			want{pool: "linux", queueWait: true}},
 		{"in_progress on its pool's runner", facts{job: j("self-hosted", "solo"), state: reservation.InProgress, pool: solo, runnerPool: solo},
-			want{pool: "solo", runnerPool: "solo", link: true}},
+			want{pool: "solo", runnerPool: "solo", link: true, queueWait: true}},
 		{"in_progress on its own pool's runner, spilled maybe", facts{job: j("self-hosted", "linux"), state: reservation.InProgress,
-			pool: linux, runnerPool: linux}, want{pool: "linux", runnerPool: "linux", link: true, follow: true}},
+			pool: linux, runnerPool: linux}, want{pool: "linux", runnerPool: "linux", link: true, follow: true, followNudge: "linux", queueWait: true}},
 		{"in_progress on another pool's runner that takes it", facts{job: j("self-hosted", "linux", "big"), state: reservation.InProgress,
-			pool: linux, runnerPool: big}, want{pool: "linux", runnerPool: "big", link: true, follow: true}},
+			pool: linux, runnerPool: big}, want{pool: "linux", runnerPool: "big", link: true, follow: true, followNudge: "big", queueWait: true}},
 		{"in_progress on a runner of a pool that cannot take it", facts{job: j("self-hosted", "big"), state: reservation.InProgress,
-			pool: big, runnerPool: solo}, want{pool: "big", runnerPool: "solo", link: true}},
+			pool: big, runnerPool: solo}, want{pool: "big", runnerPool: "solo", link: true, queueWait: true}},
 		{"completed, failed, on another pool's runner", facts{job: j("self-hosted", "linux", "big"), state: reservation.Completed,
 			pool: linux, runnerPool: big}, want{pool: "linux", runnerPool: "big", link: true, failure: true, follow: true, nudge: "big"}},
 		{"completed on its own pool's runner", facts{job: j("self-hosted", "linux"), state: reservation.Completed, pool: linux, runnerPool: linux},
@@ -76,7 +78,10 @@ func TestPlan(t *testing.T) {
 			want{runnerPool: "solo", link: true, failure: true, unrouted: true, nudge: "solo"}},
 	} {
 		dp := plan(tc.f)
-		got := want{link: dp.link, failure: dp.failure != nil, unrouted: dp.unrouted != nil, follow: dp.follow}
+		got := want{link: dp.link, failure: dp.failure != nil, unrouted: dp.unrouted != nil, follow: dp.follow, queueWait: dp.queueWait}
+		if dp.followNudge != nil {
+			got.followNudge = dp.followNudge.Pool
+		}
 		if dp.pool != nil {
 			got.pool = dp.pool.Name
 		}
