@@ -123,6 +123,8 @@ setpriv=${RUNNER_SETPRIV:-setpriv}
 hooks_dir=${RUNNER_HOOKS_DIR:-/usr/local/bin}
 job_dir=${RUNNER_JOB_DIR:-/run/runner-job}
 job_dir_ready=false
+# count_dir: where watch_output counts the jobs the listener took and finished.
+count_dir=$(mktemp -d 2>/dev/null) || count_dir=''
 held_worker=''
 
 # The credentials live in these unexported variables from here on: a child process
@@ -481,26 +483,28 @@ job_running() {
 	$job_dir_ready && [[ -e $job_dir/job ]] && return 0
 	pgrep -f "$worker_pattern" >/dev/null 2>&1 && return 0
 	local taken=0 finished=0
-	[[ -r $job_dir/taken ]] && read -r taken <"$job_dir/taken"
-	[[ -r $job_dir/finished ]] && read -r finished <"$job_dir/finished"
+	[[ -n $count_dir && -r $count_dir/taken ]] && read -r taken <"$count_dir/taken"
+	[[ -n $count_dir && -r $count_dir/finished ]] && read -r finished <"$count_dir/finished"
 	[[ $taken =~ ^[0-9]+$ && $finished =~ ^[0-9]+$ ]] && ((taken > finished))
 }
 
 # watch_output passes the runner's output through, counting the jobs the listener
-# says it took and finished (RUNNER_JOB_DIR/taken and /finished).
+# says it took and finished (taken and finished in count_dir, the entrypoint's
+# own: with or without the job hooks, and out of the job directory, which the
+# job's user may write).
 watch_output() {
 	local line taken=0 finished=0
 	while IFS= read -r line || [[ -n $line ]]; do
 		printf '%s\n' "$line"
-		$job_dir_ready || continue
+		[[ -n $count_dir ]] || continue
 		case $line in
 		*"Running job: "*)
 			taken=$((taken + 1))
-			printf '%d\n' "$taken" >"$job_dir/taken" 2>/dev/null || true
+			printf '%d\n' "$taken" >"$count_dir/taken" 2>/dev/null || true
 			;;
 		*" completed with result: "*)
 			finished=$((finished + 1))
-			printf '%d\n' "$finished" >"$job_dir/finished" 2>/dev/null || true
+			printf '%d\n' "$finished" >"$count_dir/finished" 2>/dev/null || true
 			;;
 		esac
 	done
@@ -544,11 +548,13 @@ hold_listener() {
 
 # wait_for_job waits, up to the grace period, for the running job to end; it
 # fails when the grace period ran out. A job that starts meanwhile (the listener
-# took it before it could be stopped) is said loudly, and waited for too.
+# took it before it could be stopped) is said loudly, and waited for too: by its
+# worker's pid, or, for one that ran between two looks, by the listener's count
+# of jobs taken (taken_since).
 wait_for_job() {
 	log "a job is running: waiting up to ${grace}s for it to finish; the listener is stopped the moment its worker exits, so that it takes no other job"
-	local deadline=$((SECONDS + grace)) known=' ' pid pids seen held_at=0 last_seen
-	held_worker='' last_seen=$(usec)
+	local deadline=$((SECONDS + grace)) known=' ' pid pids seen held_at=0 last_seen before warned=0
+	held_worker='' last_seen=$(usec) before=$(jobs_taken_before)
 	while ((SECONDS < deadline)); do
 		if [[ -z $held ]] && hold_listener; then
 			held_at=$(usec)
@@ -566,6 +572,7 @@ wait_for_job() {
 				[[ $known == *" $pid "* ]] && continue
 				if [[ $known != ' ' ]]; then
 					log "WARNING: a job started after this runner's stop began (worker pid ${pid}): the listener took it before it could be stopped; letting it finish within the grace period (${grace}s since SIGTERM)"
+					warned=$((warned + 1))
 				fi
 				known+="$pid "
 			done
@@ -573,6 +580,7 @@ wait_for_job() {
 				last_seen=$(usec)
 			elif ! job_running && ! job_starting; then
 				# job_starting: a job the free listener took meanwhile is run, not cancelled.
+				taken_since "$before" "$warned"
 				log "the job's worker exited: stopping the runner; the listener was free for $((($(usec) - last_seen) / 1000)) ms after the worker's exit (${settle_ms} ms of them looking for a job it took)"
 				return 0
 			fi
@@ -580,6 +588,29 @@ wait_for_job() {
 		sleep 0.02
 	done
 	return 1
+}
+
+# jobs_taken_before: how many jobs the listener had taken when the wait began,
+# the one waited for included (its "Running job" line may not be counted yet).
+jobs_taken_before() {
+	local taken=0 finished=0
+	[[ -n $count_dir && -r $count_dir/taken ]] && read -r taken <"$count_dir/taken"
+	[[ -n $count_dir && -r $count_dir/finished ]] && read -r finished <"$count_dir/finished"
+	[[ $taken =~ ^[0-9]+$ && $finished =~ ^[0-9]+$ ]] || { echo 1; return; }
+	echo $((taken > finished ? taken : finished + 1))
+}
+
+# taken_since says loudly how many jobs the listener took after the wait began
+# (before: jobs_taken_before's count) beyond the warned ones seen by their
+# worker: without job hooks, a short job can start and end between two looks.
+taken_since() {
+	local taken=0 extra
+	[[ -n $count_dir && -r $count_dir/taken ]] && read -r taken <"$count_dir/taken"
+	[[ $taken =~ ^[0-9]+$ ]] || return 0
+	extra=$((taken - $1 - $2))
+	if ((extra > 0)); then
+		log "WARNING: a job started after this runner's stop began (${extra} seen only in the listener's output, between two looks for its worker): the listener took it before it could be stopped; it ran within the grace period (${grace}s since SIGTERM)"
+	fi
 }
 
 # job_starting: an idle runner may be taking a job at this very moment (GitHub

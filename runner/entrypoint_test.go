@@ -30,7 +30,8 @@ const secret = "s3cr3t-registration-token"
 const runnerUID = 1001
 
 // Stub run.sh modes (STUB_RUN): exit (with STUB_RC), idle (until TERM), job (a
-// Runner.Worker-like process for STUB_JOB seconds, then exit 0). Before that it
+// Runner.Worker-like process for STUB_JOB seconds, or until the file
+// STUB_DIR/release exists with STUB_JOB=release, then exit 0). Before that it
 // records who it runs as and what it can reach, as a job step would: the
 // entrypoint's environment (its parent's /proc/PID/environ) and the files of the
 // state directory.
@@ -66,11 +67,25 @@ idle) echo idle >> "$STUB_DIR/events"; while :; do sleep 0.1; done ;;
 job)
 	# The worker records job-done itself before it exits: what the entrypoint
 	# sees (no worker process) is then never ahead of the events file.
-	(exec -a "$RUNNER_WORKER_PATTERN" bash -c 'sleep "$1" & trap "kill $!; exit 143" TERM; wait $! && echo job-done >> "$2/events"' worker "$STUB_JOB" "$STUB_DIR") &
+	(exec -a "$RUNNER_WORKER_PATTERN" bash -c 'if [ "$1" = release ]; then (until [ -e "$2/release" ]; do sleep 0.05; done) & else sleep "$1" & fi
+		trap "kill $!; exit 143" TERM; wait $! && echo job-done >> "$2/events"' worker "$STUB_JOB" "$STUB_DIR") &
 	worker=$!
 	# job-started only once the worker is what the entrypoint looks for (exec done)
 	until tr '\0' ' ' < "/proc/$worker/cmdline" 2>/dev/null | grep -q "$RUNNER_WORKER_PATTERN" || ! kill -0 "$worker" 2>/dev/null; do sleep 0.01; done
 	echo job-started >> "$STUB_DIR/events"
+	wait "$worker"
+	while :; do sleep 0.1; done ;;
+between)
+	# A job runs; once released, the listener reports it completed and takes and
+	# completes a second one that no look for a worker could see, before the
+	# first job's worker exits (once the test saw the entrypoint count both).
+	echo "Running job: job-1"
+	(exec -a "$RUNNER_WORKER_PATTERN" bash -c 'until [ -e "$1/worker-go" ]; do sleep 0.02; done' worker "$STUB_DIR") &
+	worker=$!
+	until tr '\0' ' ' < "/proc/$worker/cmdline" 2>/dev/null | grep -q "$RUNNER_WORKER_PATTERN"; do sleep 0.01; done
+	echo job-started >> "$STUB_DIR/events"
+	until [ -e "$STUB_DIR/release" ]; do sleep 0.02; done
+	printf '%s\n' "Job job-1 completed with result: Succeeded" "Running job: job-2" "Job job-2 completed with result: Succeeded"
 	wait "$worker"
 	while :; do sleep 0.1; done ;;
 esac
@@ -219,6 +234,62 @@ func (r *run) waitFor(t *testing.T, name, content string) {
 	for !strings.Contains(r.file(name), content) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s never contained %q; output:\n%s", name, content, r.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSIGTERMSaysSoOfAJobTakenBetweenTwoLooks: without the job hooks the
+// entrypoint looks for the worker now and then; a job the listener takes and
+// ends between two looks, after the stop began, is still said, from the
+// listener's own lines.
+func TestSIGTERMSaysSoOfAJobTakenBetweenTwoLooks(t *testing.T) {
+	t.Parallel()
+	tmp := sharedDir(t, 0, 0)
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=between", "RUNNER_GRACEFUL_STOP_TIMEOUT=20", "TMPDIR="+tmp)
+	r.waitFor(t, "events", "job-started")
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	r.waitOutput(t, "waiting up to 20s")
+	if err := os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The entrypoint counts the listener's jobs in a directory of its own under
+	// TMPDIR; the first job's worker exits once both are counted there.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		taken, _ := filepath.Glob(filepath.Join(tmp, "*", "taken"))
+		finished, _ := filepath.Glob(filepath.Join(tmp, "*", "finished"))
+		if len(taken) == 1 && len(finished) == 1 && readTrim(taken[0]) == "2" && readTrim(finished[0]) == "2" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the entrypoint never counted two jobs taken and finished under %s:\n%s", tmp, r.out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "worker-go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc := r.wait(t); rc != 143 {
+		t.Fatalf("exit %d; output:\n%s", rc, r.out)
+	}
+	if !strings.Contains(r.out.String(), "WARNING: a job started after this runner's stop began (1 seen only in the listener's output") {
+		t.Fatalf("the job taken between two looks was not said:\n%s", r.out)
+	}
+}
+
+func readTrim(path string) string {
+	raw, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(raw))
+}
+
+// waitOutput waits until the entrypoint's output contains content.
+func (r *run) waitOutput(t *testing.T, content string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(r.out.String(), content) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the output never contained %q:\n%s", content, r.out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -438,19 +509,23 @@ func TestSIGTERMIdleRunnerStopsAtOnce(t *testing.T) {
 	}
 }
 
+// TestSIGTERMWaitsForTheJob: a SIGTERM while a job runs is held until the
+// job ends (the job ends only once the entrypoint said it waits: a barrier, not
+// a job short enough to outlast the entrypoint's reaction on a loaded machine).
 func TestSIGTERMWaitsForTheJob(t *testing.T) {
 	t.Parallel()
-	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=job", "STUB_JOB=2", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=job", "STUB_JOB=release", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
 	r.waitFor(t, "events", "job-started")
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	r.waitOutput(t, "waiting up to 20s")
+	if err := os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if rc := r.wait(t); rc != 143 {
 		t.Fatalf("exit %d", rc)
 	}
 	if ev := r.file("events"); ev != "job-started\njob-done\nterm\n" {
 		t.Fatalf("events %q: the runner must be told to stop only after its job finished; output:\n%s", ev, r.out)
-	}
-	if !strings.Contains(r.out.String(), "waiting up to 20s") {
-		t.Fatalf("no message about the wait:\n%s", r.out)
 	}
 }
 

@@ -85,7 +85,7 @@ const (
 // runner/entrypoint.sh runs, and a few more for a shell in the container.
 var applets = []string{
 	"base64", "basename", "cat", "chmod", "chown", "cp", "date", "dirname", "echo", "env", "false", "grep", "head", "hostname",
-	"id", "kill", "ln", "ls", "mkdir", "mv", "ps", "readlink", "rm", "sed", "seq", "sleep",
+	"id", "kill", "ln", "ls", "mkdir", "mktemp", "mv", "ps", "readlink", "rm", "sed", "seq", "sleep",
 	"sort", "stat", "tail", "tee", "test", "timeout", "touch", "tr", "true", "uname", "wc", "whoami",
 }
 
