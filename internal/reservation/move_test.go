@@ -341,3 +341,55 @@ func TestMoveHomeWhileTheIndexLags(t *testing.T) {
 	}
 	wantCounted(t, s, "on its home pool's runner, the index lagging", "linux")
 }
+
+// spillBetween is a table that, once, spills job 1 of big to spare after the
+// first GetItem it answers: between a delivery's read of the item and its
+// write.
+type spillBetween struct {
+	table.API
+	t    *testing.T
+	raw  *reservation.Store
+	done bool
+}
+
+func (s *spillBetween) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := s.API.GetItem(ctx, in, opts...)
+	if err != nil || s.done {
+		return out, err
+	}
+	s.done = true
+	r, ok, jerr := s.raw.Job(ctx, "big", 1)
+	if jerr != nil || !ok {
+		s.t.Fatalf("job 1 of big: %v %v", ok, jerr)
+	}
+	if moved, serr := s.raw.Spill(ctx, r, "big", "spare"); serr != nil || !moved {
+		s.t.Fatalf("spilling job 1 between the read and the write: %v %v", moved, serr)
+	}
+	return out, err
+}
+
+// TestDeliveryDecidedBeforeASpillIsDecidedAgain: a `waiting` read the item of
+// a queued job, then the sweeper spilled the job before the delivery wrote.
+// The spill added to the item's version, so the delivery's write is refused
+// and decided again on the spilled item: the job is held, and its count comes
+// home (a held job counts in no overflow pool).
+func TestDeliveryDecidedBeforeASpillIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	raw := reservation.New(db, name, clk)
+	d := reservation.Delivery{Pool: "big", JobID: 1, State: reservation.Queued, Amount: 1, Duration: time.Hour, DeliveryID: "q1"}
+	if _, err := raw.Record(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	s := reservation.New(&spillBetween{API: db, t: t, raw: raw}, name, clk)
+	d.State, d.DeliveryID = reservation.Waiting, "w1"
+	out, err := s.Record(t.Context(), d)
+	if err != nil || out != reservation.Held {
+		t.Fatalf("waiting after a spill between its read and write: %s, %v; want held", out, err)
+	}
+	r, _, err := raw.Job(t.Context(), "big", 1)
+	if err != nil || !r.Held() || r.CountedIn != "" {
+		t.Fatalf("job 1 %+v, %v: want held and counted at home, not in %q", r, err, r.CountedIn)
+	}
+}

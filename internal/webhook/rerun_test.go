@@ -64,3 +64,39 @@ func TestFailedJobOfOurRunnerIsRecorded(t *testing.T) {
 		t.Fatalf("recorded %+v\nwant     %+v", c, want)
 	}
 }
+
+// TestWithoutARosterNoRunnerIsOurs: a handler given no roster takes no runner
+// for this deployment's, however it is named: a job on a runner named like a
+// pool's records no link, no failure and nudges nobody.
+func TestWithoutARosterNoRunnerIsOurs(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(pools))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, name := testenv.Table(t)
+	failures := rerun.NewStore(db, name)
+	clk := clocktesting.NewFakePassiveClock(fixtureTime)
+	store := reservation.New(db, name, clk)
+	nudger := &recordingNudger{}
+	h := webhook.New([]byte(secret), cfg, store, webhook.WithFailures(failures), webhook.WithNudger(nudger),
+		webhook.WithClock(clk), webhook.WithLogger(slog.New(slog.DiscardHandler)))
+	for _, f := range []string{"in_progress.payload.json", "completed.failure.with-organization.payload.json"} {
+		body := fixture(t, "workflow_job/"+f)
+		body = bytes.ReplaceAll(body, []byte(`"runner_name": "GitHub Actions 5"`), []byte(`"runner_name": "octo-abcde-0"`))
+		if resp := h.Serve(t.Context(), headersFor("workflow_job", body), body); resp.Status != 200 && resp.Status != 202 {
+			t.Fatalf("%s: %+v", f, resp)
+		}
+	}
+	if got, err := failures.Pending(t.Context(), "octo"); err != nil || len(got) != 0 {
+		t.Fatalf("failures %+v, %v: want none recorded without a roster", got, err)
+	}
+	if links, err := store.RunnerJobs(t.Context(), "octo-abcde-0"); err != nil || len(links) != 0 {
+		t.Fatalf("links %+v, %v: want none without a roster", links, err)
+	}
+	for _, ev := range nudger.events {
+		if len(ev.Finished) > 0 {
+			t.Fatalf("nudges %+v: want no runner's pool nudged without a roster", nudger.events)
+		}
+	}
+}
