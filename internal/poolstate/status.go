@@ -45,6 +45,10 @@ type Status struct {
 	// Deferred says what the last sweep did not ask GitHub, its installation
 	// being near the rate limit ("" when nothing was deferred).
 	Deferred string `dynamodbav:"deferred,omitempty"`
+	// Foreign names the objects the last sweep found in the pool's namespace
+	// that claim to be its runners' (its label, this deployment's
+	// annotation) but are tied to no runner on its roster by UID: left alone.
+	Foreign []string `dynamodbav:"foreign,omitempty"`
 	// Failed: the last sweep's reconcile failed. Errors keeps the latest failures
 	// (see RecordOutcome).
 	Failed bool         `dynamodbav:"failed,omitempty"`

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -13,18 +12,20 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
 // cleanup finishes what failed or interrupted creations left: the pool's ownerless
 // Secrets. create writes a runner's Secret before anything else of it, so every
-// leftover has one. A Secret whose StatefulSet exists is adopted; one older than
-// the orphan grace is an orphan: its GitHub runner, if there is one, is removed
-// first, then the Secret. Only runners named in one of our Secrets are removed —
-// a Secret that records this deployment (ours): a runner of another deployment,
-// or an ARC runner, with a similar name is not this deployment's, and a Secret
-// that carries the pool label but not this deployment's name is left alone. A
-// Secret whose runner still has a pod (its StatefulSet deleted with
+// leftover has one. Only a Secret the roster ties to a live runner by UID
+// (claimSecret) is acted on: a Secret of another deployment, one that carries
+// the pool label and a runner's name but is not the Secret the sweeper made
+// for it, or one of another pool's namespace, is foreign and left alone. A
+// Secret whose StatefulSet exists is adopted; one older than the orphan grace
+// is an orphan: its runner's GitHub registration, if there is one (by the id
+// the roster recorded, else by the runner's name), is removed first, then the
+// Secret. A Secret whose runner still has a pod (its StatefulSet deleted with
 // --cascade=orphan) is left to that pod's graceful stop, which asks the busy
 // signals first: cleanup itself removes only runners that have no pod.
 //
@@ -42,9 +43,9 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
 	for _, rn := range s.runners {
 		live[rn.name()] = rn.sts
 	}
-	podded := map[string]bool{} // the pods of orphaned runners, by their own names
-	for _, pod := range s.orphans {
-		podded[pod.Name] = true
+	podded := map[string]bool{} // the orphaned runners that have a pod, by name
+	for _, rn := range s.orphans {
+		podded[rn.name()] = true
 	}
 	var errs []error
 	pending := false
@@ -53,14 +54,23 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
 		if len(sec.OwnerReferences) > 0 || sec.DeletionTimestamp != nil || !r.ours(sec.ObjectMeta) {
 			continue
 		}
-		if podded[runnerpod.PodName(sec.Name)] {
+		e, err := r.claimSecret(ctx, s, sec)
+		if err != nil {
+			errs = append(errs, err)
+			pending = true
+			continue
+		}
+		if e == nil {
+			continue // foreign: left alone
+		}
+		if podded[sec.Name] {
 			// Its StatefulSet is gone but its pod is not: the orphan's graceful
 			// stop (finishOrphans) asks every busy signal before it releases the
 			// runner and deletes this Secret.
 			pending = true
 			continue
 		}
-		done, err := r.cleanupSecret(ctx, s, sec, live[sec.Name])
+		done, err := r.cleanupSecret(ctx, s, sec, e, live[sec.Name])
 		pending = pending || !done
 		errs = append(errs, err)
 	}
@@ -92,7 +102,7 @@ func (r *Reconciler) cleanupDue(s *sweep, g grown) bool {
 
 // cleanupSecret adopts an ownerless Secret whose StatefulSet exists, or finishes
 // an orphaned one. done is false when the Secret must be looked at again.
-func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Secret, sts *appsv1.StatefulSet) (bool, error) {
+func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Secret, e *roster.Runner, sts *appsv1.StatefulSet) (bool, error) {
 	if sts != nil {
 		still, err := r.stillThere(ctx, sts)
 		if err != nil || !still {
@@ -110,7 +120,7 @@ func (r *Reconciler) cleanupSecret(ctx context.Context, s *sweep, sec *corev1.Se
 	if s.now.Sub(writtenAt(sec)) < r.opts.OrphanGrace {
 		return false, nil // a sweeper whose lease lapsed may still be creating it
 	}
-	return r.releaseSecret(ctx, s, sec)
+	return r.releaseSecret(ctx, s, sec, e)
 }
 
 // stillThere: sts exists as the sweep saw it (same UID) and is not being
@@ -133,11 +143,11 @@ func (r *Reconciler) stillThere(ctx context.Context, sts *appsv1.StatefulSet) (b
 
 // releaseSecret finishes an orphaned Secret's runner through the graceful
 // stop, as a runner with no pod (secretRunner): its registration, if GitHub
-// lists one under the runner's name (by the id the Secret recorded, else by
+// lists one under the runner's name (by the id the roster recorded, else by
 // name), is removed, and then the Secret goes. A runner GitHub does not release
 // (busy, or an error) keeps the Secret, the record, for the next cleanup.
-func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Secret) (bool, error) {
-	rn := secretRunner(sec)
+func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Secret, e *roster.Runner) (bool, error) {
+	rn := secretRunner(sec, e)
 	done, err := r.gracefulStop(ctx, s, rn)
 	if err != nil || !done {
 		return false, err
@@ -153,15 +163,12 @@ func (r *Reconciler) releaseSecret(ctx context.Context, s *sweep, sec *corev1.Se
 	return true, nil
 }
 
-// secretRunner stands in for the runner an orphaned Secret records: its name,
-// the runner id the Secret recorded (JIT), no pod.
-func secretRunner(sec *corev1.Secret) *runner {
+// secretRunner stands in for the runner of an orphaned Secret, its roster
+// entry e: its name, the runner id the roster recorded, no pod.
+func secretRunner(sec *corev1.Secret, e *roster.Runner) *runner {
 	annotations := map[string]string{runnerpod.AnnotationUnregistrationRequest: sec.Annotations[runnerpod.AnnotationSyncTime]}
-	if id, err := strconv.ParseInt(sec.Annotations[runnerpod.AnnotationRunnerID], 10, 64); err == nil && id > 0 {
-		annotations[runnerpod.AnnotationRunnerID] = idString(id)
-	}
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: sec.Name, Namespace: sec.Namespace, Annotations: annotations}}
-	return &runner{sts: sts, phase: Terminating}
+	return &runner{sts: sts, id: e, phase: Terminating}
 }
 
 // writtenAt is when create wrote the Secret, by the sweeper's clock (the API

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -33,7 +34,8 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 		return err
 	}
 	spec := r.spec(s, runnerpod.NewName(s.p.Name))
-	if err := r.enrol(ctx, s, spec.Name); err != nil {
+	id, err := r.enrol(ctx, s, spec.Name)
+	if err != nil {
 		return err
 	}
 	secrets := r.kube.CoreV1().Secrets(s.p.Kubernetes.Namespace)
@@ -41,15 +43,23 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("creating secret of runner %s: %w", spec.Name, err), r.retire(ctx, s, spec.Name))
 	}
-	sts, err := r.build(ctx, s, &spec, sec)
+	if err := r.record(ctx, s, id, roster.Record{SecretUID: string(sec.UID)}); err != nil {
+		return errors.Join(err, r.undo(ctx, s, sec, 0))
+	}
+	sts, err := r.build(ctx, s, &spec, sec, id)
 	switch {
 	case errors.Is(err, errMaybeRegistered):
 		return fmt.Errorf("%w (its secret stays: cleanup removes the runner if GitHub has it)", err)
 	case err != nil:
 		return errors.Join(err, r.undo(ctx, s, sec, spec.Creds.RunnerID))
 	}
-	s.runners = append(s.runners, &runner{sts: sts, phase: Pending})
+	s.runners = append(s.runners, &runner{sts: sts, id: id, phase: Pending})
 	s.log.Info("runner created", "runner", spec.Name, "runnerId", spec.Creds.RunnerID)
+	if err := r.record(ctx, s, id, roster.Record{StatefulSetUID: string(sts.UID)}); err != nil {
+		// The next sweep records it (claimStatefulSet: the runner's entry has
+		// no StatefulSet yet).
+		return fmt.Errorf("recording the statefulset of runner %s: %w", spec.Name, err)
+	}
 	runnerpod.Own(sec, sts)
 	if _, err := secrets.Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("owning secret of runner %s (cleanup adopts it): %w", spec.Name, err)
@@ -57,13 +67,35 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 	return nil
 }
 
-// enrol puts the runner name on the deployment's roster before anything of
-// it exists, so that no delivery about it can come before it is there.
-func (r *Reconciler) enrol(ctx context.Context, s *sweep, name string) error {
-	if r.opts.Roster == nil {
-		return nil
+// enrol puts the runner on the deployment's roster, with its pool's
+// namespace and scope, before anything of it exists, so that no delivery
+// about it can come before it is there, and every object of it can be
+// recorded as it is made.
+func (r *Reconciler) enrol(ctx context.Context, s *sweep, name string) (*roster.Runner, error) {
+	id := &roster.Runner{Pool: s.p.Name, Name: runnerpod.PodName(name), Namespace: s.p.Kubernetes.Namespace,
+		Scope: s.p.Scope().String(), Created: s.now}
+	if err := r.opts.Roster.Add(ctx, *id, s.now); err != nil {
+		return nil, err
 	}
-	return r.opts.Roster.Add(ctx, s.p.Name, runnerpod.PodName(name), s.now)
+	return id, nil
+}
+
+// record records rec on the runner's roster entry id, and in id.
+func (r *Reconciler) record(ctx context.Context, s *sweep, id *roster.Runner, rec roster.Record) error {
+	if err := r.opts.Roster.Record(ctx, s.p.Name, id.Name, rec); err != nil {
+		return err
+	}
+	switch {
+	case rec.SecretUID != "":
+		id.SecretUID = rec.SecretUID
+	case rec.StatefulSetUID != "":
+		id.StatefulSetUID = rec.StatefulSetUID
+	case rec.GitHubID != 0:
+		id.GitHubID = rec.GitHubID
+	case rec.PodUID != "":
+		id.PodUIDs = append(id.PodUIDs, rec.PodUID)
+	}
+	return nil
 }
 
 // retire marks the runner name gone on the roster (it lingers there for late
@@ -74,9 +106,6 @@ func (r *Reconciler) enrol(ctx context.Context, s *sweep, name string) error {
 // left: when its retirement fails too, its name stays on the roster, the name
 // of a runner that never existed.
 func (r *Reconciler) retire(ctx context.Context, s *sweep, name string) error {
-	if r.opts.Roster == nil {
-		return nil
-	}
 	return r.opts.Roster.Retire(ctx, s.p.Name, runnerpod.PodName(name), s.now)
 }
 
@@ -98,12 +127,18 @@ func (r *Reconciler) spec(s *sweep, name string) runnerpod.Spec {
 		GitHubURL: r.opts.GitHubURL, Deployment: r.opts.Deployment, Now: s.now}
 }
 
-// build gets the runner's credentials, writes them into its Secret (sec is
-// updated in place) and creates its StatefulSet.
-func (r *Reconciler) build(ctx context.Context, s *sweep, spec *runnerpod.Spec, sec *corev1.Secret) (*appsv1.StatefulSet, error) {
+// build gets the runner's credentials, records the runner id they give on
+// the roster, writes them into its Secret (sec is updated in place) and
+// creates its StatefulSet.
+func (r *Reconciler) build(ctx context.Context, s *sweep, spec *runnerpod.Spec, sec *corev1.Secret, id *roster.Runner) (*appsv1.StatefulSet, error) {
 	var err error
 	if spec.Creds, err = r.credentials(ctx, s, spec.Name); err != nil {
 		return nil, err
+	}
+	if spec.Creds.RunnerID != 0 {
+		if err := r.record(ctx, s, id, roster.Record{GitHubID: spec.Creds.RunnerID}); err != nil {
+			return nil, fmt.Errorf("recording the runner id of runner %s: %w", spec.Name, err)
+		}
 	}
 	runnerpod.SetCredentials(sec, spec.Creds)
 	filled, err := r.kube.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{})

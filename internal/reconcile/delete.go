@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnername"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
@@ -55,7 +56,7 @@ func (r *Reconciler) deleteRunner(ctx context.Context, s *sweep, rn *runner) err
 	rn.phase = Terminating
 	s.stats.deleted++
 	s.log.Info("runner deleted", "runner", rn.name())
-	r.deleteSecret(ctx, s, rn.name(), rn.sts.UID)
+	r.deleteSecret(ctx, s, rn)
 	return nil
 }
 
@@ -145,40 +146,32 @@ func (r *Reconciler) reread(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	return nil, nil
 }
 
-// orphans returns the pods that carry our finalizer but whose StatefulSet is not
-// among stss: a StatefulSet someone deleted, one deleted by a sweep that stopped
-// before releasing the pod, or a pod the controller created while its runner was
-// being deleted.
-func orphans(pods []corev1.Pod, stss []appsv1.StatefulSet) []*corev1.Pod {
-	live := make(map[types.UID]bool, len(stss))
-	for i := range stss {
-		live[stss[i].UID] = true
-	}
+// orphans returns the pods that carry our finalizer but whose controller is
+// none of the pool's StatefulSets the roster claimed: a StatefulSet someone
+// deleted, one deleted by a sweep that stopped before releasing the pod, or a
+// pod the controller created while its runner was being deleted. Each is a
+// runner's only if the roster ties it to one (orphanEntry).
+func orphans(pods []corev1.Pod, claimed map[types.UID]bool) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if ref := metav1.GetControllerOf(pod); hasFinalizer(pod) && (ref == nil || !live[ref.UID]) {
+		if ref := metav1.GetControllerOf(pod); hasFinalizer(pod) && (ref == nil || !claimed[ref.UID]) {
 			out = append(out, pod)
 		}
 	}
 	return out
 }
 
-// finishOrphans finishes pods that carry our finalizer but have no StatefulSet:
-// each goes through the graceful stop like any runner and loses our finalizer
-// only once GitHub released its runner or it never registered; then its
-// runner's Secret goes. The runner is the one the pod's own name says (which
-// no other pod of the namespace can have), never one a label of the pod names:
-// anyone who can create a pod can label it, and a runner id it records counts
-// only if GitHub lists that id under the pod's own name (stop.owned). So a pod
-// that claims another runner touches neither that runner on GitHub nor its
-// Secret, which is deleted only when it is owned by nothing but the
-// StatefulSet the pod names as its controller (or, once the garbage collector
-// has removed both owner references, --cascade=orphan, by nothing).
+// finishOrphans finishes pods that carry our finalizer but have no StatefulSet
+// and that the roster ties to a runner (orphanEntry): each goes through the
+// graceful stop like any runner and loses our finalizer only once GitHub
+// released its runner or it never registered; then its runner's Secret goes.
+// The runner is the roster entry's, never one the pod's name, labels or
+// annotations claim, and its GitHub id is the one the entry recorded.
 func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
 	var errs []error
-	for _, pod := range s.orphans {
-		if err := r.finishOrphan(ctx, s, orphanRunner(pod, s.now)); err != nil {
+	for _, rn := range s.orphans {
+		if err := r.finishOrphan(ctx, s, rn); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -210,19 +203,15 @@ func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) err
 		}
 	}
 	s.log.Info("released a runner pod whose statefulset is gone", "pod", rn.pod.Name)
-	var owner types.UID
-	if ref := metav1.GetControllerOf(rn.pod); ref != nil {
-		owner = ref.UID
-	}
-	r.deleteSecret(ctx, s, rn.name(), owner)
+	r.deleteSecret(ctx, s, rn)
 	return nil
 }
 
-// orphanRunner stands in for the orphan's gone StatefulSet: its name (from the
-// pod's own name), the runner id the JIT config gave it (kept on the pod, and
-// checked against GitHub's name for it before any call), and an
-// unregistration request.
-func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
+// orphanRunner stands in for the orphan's gone StatefulSet: its runner's
+// name and GitHub id as the roster entry e recorded them (the JIT id the pod
+// records counts only while the entry has none, and only under the entry's
+// name: stop.owned), and an unregistration request.
+func orphanRunner(pod *corev1.Pod, e *roster.Runner, now time.Time) *runner {
 	requested := pod.Annotations[runnerpod.AnnotationUnregistrationRequest]
 	if requested == "" {
 		requested = stamp(now)
@@ -232,6 +221,6 @@ func orphanRunner(pod *corev1.Pod, now time.Time) *runner {
 	if id := pod.Annotations[runnerpod.AnnotationJITRunnerID]; id != "" {
 		annotations[runnerpod.AnnotationRunnerID] = id
 	}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: runnername.FromPod(pod.Name), Namespace: pod.Namespace, Annotations: annotations}}
-	return &runner{sts: sts, pod: pod, phase: Terminating}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: runnername.FromPod(e.Name), Namespace: pod.Namespace, Annotations: annotations}}
+	return &runner{sts: sts, pod: pod, id: e, phase: Terminating}
 }

@@ -96,7 +96,7 @@ func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 // not being deleted), ensured otherwise.
 func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
 	var err error
-	if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, notDeleting) {
+	if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, func(rn *runner) bool { return notDeleting(rn.pod) }) {
 		err = r.dropBudget(ctx, s)
 	} else {
 		err = r.ensureBudget(ctx, s)

@@ -73,6 +73,7 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 	}
 	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.stats.disagreements)},
 		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.stats.forbidden)},
+		emf.Metric{Name: "ForeignObjects", Unit: emf.Count, Value: float64(len(s.foreign))},
 		emf.Metric{Name: "GitHubListsDeferred", Unit: emf.None, Value: flag(s.gh.deferral() != "")})
 	if len(s.stats.windows) > 0 {
 		values := make([]float64, len(s.stats.windows))

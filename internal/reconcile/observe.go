@@ -14,8 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -35,8 +36,10 @@ const (
 
 // runner is one StatefulSet of the pool and its pod (nil until the controller made it).
 type runner struct {
-	sts   *appsv1.StatefulSet
-	pod   *corev1.Pod
+	sts *appsv1.StatefulSet
+	pod *corev1.Pod
+	// id is the runner's roster entry: its identity (identity.go).
+	id    *roster.Runner
 	phase Phase
 	// deleted: this sweep deleted the StatefulSet (its slot is free).
 	deleted bool
@@ -54,9 +57,14 @@ func (r *runner) marked() bool {
 
 func (r *runner) outdated(hash string) bool { return r.sts.Labels[runnerpod.LabelTemplateHash] != hash }
 
-// runnerID is the GitHub runner id: observed at registration (pod annotation), or
-// known from the JIT config (StatefulSet annotation). 0 when unknown.
+// runnerID is the GitHub runner id: the one the roster recorded (from the JIT
+// config, or at registration), else observed at registration (pod
+// annotation) or known from the JIT config (StatefulSet annotation) and not
+// recorded yet. 0 when unknown.
 func (r *runner) runnerID() int64 {
+	if r.id != nil && r.id.GitHubID != 0 {
+		return r.id.GitHubID
+	}
 	for _, m := range []map[string]string{podAnnotations(r.pod), r.sts.Annotations} {
 		if id, err := strconv.ParseInt(m[runnerpod.AnnotationRunnerID], 10, 64); err == nil && id > 0 {
 			return id
@@ -87,28 +95,37 @@ func podAnnotations(p *corev1.Pod) map[string]string {
 	return p.Annotations
 }
 
-// observe lists the pool's StatefulSets and pods (one call each, concurrently) and
-// classifies them. Only this deployment's objects (ours) are the pool's: a
-// StatefulSet or pod that carries the pool label but not this deployment's name
-// is not counted, stopped or deleted, and no runner id it records reaches GitHub.
-func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) ([]*runner, []*corev1.Pod, error) {
+// observe lists the pool's StatefulSets and pods and reads its roster (three
+// calls, concurrently), ties each object to its runner's roster entry
+// (identity.go) and classifies the runners. Only this deployment's objects
+// (ours) that the roster ties to a runner by UID are the pool's: any other
+// object carrying the pool label is not counted, stopped or deleted, and no
+// runner id it records reaches GitHub.
+func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
+	p := s.p
 	sel := labels.SelectorFromSet(labels.Set{runnerpod.LabelPool: p.Name}).String()
 	ns := p.Kubernetes.Namespace
 	var (
-		stss    *appsv1.StatefulSetList
-		pods    *corev1.PodList
-		podsErr error
-		wg      sync.WaitGroup
+		stss             *appsv1.StatefulSetList
+		pods             *corev1.PodList
+		live             []roster.Runner
+		podsErr, liveErr error
+		wg               sync.WaitGroup
 	)
 	wg.Go(func() { pods, podsErr = r.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}) })
+	wg.Go(func() { live, liveErr = r.opts.Roster.Live(ctx, p.Name) })
 	stss, err := r.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	wg.Wait()
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing statefulsets of pool %s: %w", p.Name, err)
+	switch {
+	case err != nil:
+		return fmt.Errorf("listing statefulsets of pool %s: %w", p.Name, err)
+	case podsErr != nil:
+		return fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
+	case liveErr != nil:
+		return liveErr
 	}
-	if podsErr != nil {
-		return nil, nil, fmt.Errorf("listing pods of pool %s: %w", p.Name, podsErr)
-	}
+	ids := newIdentities(live, ns)
+	s.roster = ids.byName
 	pods.Items = slices.DeleteFunc(pods.Items, func(o corev1.Pod) bool { return !r.ours(o.ObjectMeta) })
 	stss.Items = slices.DeleteFunc(stss.Items, func(o appsv1.StatefulSet) bool { return !r.ours(o.ObjectMeta) })
 	// A StatefulSet's pod is the one it controls under its one pod name: a pod
@@ -121,18 +138,40 @@ func (r *Reconciler) observe(ctx context.Context, p *pool.Pool, now time.Time) (
 			byOwner[string(ref.UID)] = pod
 		}
 	}
-	runners := make([]*runner, 0, len(stss.Items))
+	claimed := map[types.UID]bool{}
 	for i := range stss.Items {
 		sts := &stss.Items[i]
-		rn := &runner{sts: sts, pod: byOwner[string(sts.UID)]}
-		rn.phase = r.classify(rn, now, p.IsEphemeral())
-		runners = append(runners, rn)
+		e, err := r.claimStatefulSet(ctx, s, ids, sts)
+		if err != nil {
+			return err
+		}
+		if e == nil {
+			continue
+		}
+		claimed[sts.UID] = true
+		rn := &runner{sts: sts, pod: byOwner[string(sts.UID)], id: e}
+		if rn.pod != nil {
+			if _, err := r.claimPod(ctx, s, e, rn.pod); err != nil {
+				return err
+			}
+		}
+		rn.phase = r.classify(rn, s.now, p.IsEphemeral())
+		s.runners = append(s.runners, rn)
 	}
 	// Oldest first: scale-down keeps the oldest, as ARC.
-	sort.SliceStable(runners, func(i, j int) bool {
-		return runners[i].sts.CreationTimestamp.Before(&runners[j].sts.CreationTimestamp)
+	sort.SliceStable(s.runners, func(i, j int) bool {
+		return s.runners[i].sts.CreationTimestamp.Before(&s.runners[j].sts.CreationTimestamp)
 	})
-	return runners, orphans(pods.Items, stss.Items), nil
+	for _, pod := range orphans(pods.Items, claimed) {
+		e, err := r.orphanEntry(ctx, s, ids, pod)
+		if err != nil {
+			return err
+		}
+		if e != nil {
+			s.orphans = append(s.orphans, orphanRunner(pod, e, s.now))
+		}
+	}
+	return nil
 }
 
 // classify follows ARC's getPodsForOwner, with the lifecycle rules of

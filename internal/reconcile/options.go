@@ -9,13 +9,16 @@ import (
 
 // Validate gives the options left zero their defaults, then reports, by field
 // name, the options New cannot use: a missing JobLinks (without the
-// job↔runner link a busy runner could be removed), a negative duration, and a
+// job↔runner link a busy runner could be removed) or Roster, a negative duration, and a
 // GitHubURL that is not an absolute http(s) URL.
 func (o *Options) Validate() error {
 	o.defaults()
 	var errs []error
 	if o.JobLinks == nil {
 		errs = append(errs, errors.New("Options.JobLinks is required: without the job↔runner link a busy runner could be removed"))
+	}
+	if o.Roster == nil {
+		errs = append(errs, errors.New("Options.Roster is required: without the roster no object can be told to be a runner's"))
 	}
 	for _, f := range []struct {
 		name string

@@ -53,6 +53,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/emf"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 )
@@ -97,19 +98,24 @@ type Options struct {
 	// died with its runner is re-run within the pool's budget (rerun.go). nil:
 	// no re-runs, and no deaths recorded.
 	Reruns Reruns
-	// Roster is the deployment's record of the runners it created
-	// (roster.Store): a runner is added before anything of it exists, and
-	// retired before its last object goes — a create undone (create.go), a
+	// Roster is the deployment's record of the runners it created and their
+	// identity (roster.Store, required): a runner is added before anything of
+	// it exists, the UID of each object of it recorded as it appears, and it
+	// is retired before its last object goes — a create undone (create.go), a
 	// runner deleted or an orphan finished (delete.go), a Secret released
-	// (cleanup.go). The webhook takes only runners on it for this
-	// deployment's. nil: no record kept.
+	// (cleanup.go). An object is a runner's only by a UID recorded there
+	// (identity.go); the webhook takes only runners on it for this
+	// deployment's.
 	Roster Roster
 }
 
 // Roster is the deployment's record of the runners it created (roster.Store).
 type Roster interface {
-	Add(ctx context.Context, pool, runner string, now time.Time) error
-	Retire(ctx context.Context, pool, runner string, now time.Time) error
+	Add(ctx context.Context, rn roster.Runner, now time.Time) error
+	Live(ctx context.Context, pool string) ([]roster.Runner, error)
+	Record(ctx context.Context, pool, name string, rec roster.Record) error
+	Retire(ctx context.Context, pool, name string, now time.Time) error
+	Lookup(ctx context.Context, pool, name string) (roster.Runner, bool, error)
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.
@@ -181,13 +187,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, p *pool.Pool, d scaling.Deci
 		template: r.templates[p.Name], stats: sweepStats{vetoed: map[string]int{}}}
 	ctx = s.gh.counting(ctx)
 	var err error
-	if s.runners, s.orphans, err = r.observe(ctx, p, s.now); err != nil {
+	if err = r.observe(ctx, s); err != nil {
+		s.logForeign()
 		return err
 	}
 	err = r.stages(ctx, s)
+	s.logForeign()
 	st.Phases = phases(s.runners)
 	st.Stuck = s.stuck
 	st.Deferred = s.gh.deferral()
+	st.Foreign = s.foreign
 	r.emit(s, r.clock.Since(start))
 	return err
 }
@@ -278,8 +287,14 @@ type sweep struct {
 	template built
 	// stuck: why runners that are not running are held up (see stuckReason).
 	stuck map[string]string
-	// orphans: pods with our finalizer whose StatefulSet is gone (finishOrphans).
-	orphans []*corev1.Pod
+	// orphans: pods with our finalizer whose StatefulSet is gone, each tied to
+	// its runner by the roster (finishOrphans).
+	orphans []*runner
+	// roster: the pool's live runners, by name (identity.go); foreign: the
+	// objects of the pool's namespace that claim to be its runners' and are
+	// on no roster entry (identity.go).
+	roster  map[string]*roster.Runner
+	foreign []string
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
 	waiting waiting
 	// stats: what the sweep did, for its metrics and log line alone (metrics.go).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,8 +70,8 @@ func (r *Reconciler) reruns(ctx context.Context, s *sweep) error {
 		return nil
 	}
 	var errs []error
-	pods := s.orphans
-	for _, rn := range s.runners {
+	var pods []*corev1.Pod
+	for _, rn := range slices.Concat(s.orphans, s.runners) {
 		if rn.pod != nil {
 			pods = append(pods, rn.pod)
 		}

@@ -23,8 +23,8 @@ import (
 // away. Only the runner's own Secret goes (runnerSecret), with its UID as
 // precondition. A failure is logged and makes cleanup due at once, in this sweep:
 // cleanup finishes ownerless Secrets.
-func (r *Reconciler) deleteSecret(ctx context.Context, s *sweep, name string, owner types.UID) {
-	sec, err := r.runnerSecret(ctx, s, name, owner)
+func (r *Reconciler) deleteSecret(ctx context.Context, s *sweep, rn *runner) {
+	sec, err := r.runnerSecret(ctx, s, rn)
 	if err == nil && sec != nil {
 		err = r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
 		if apierrors.IsNotFound(err) {
@@ -32,17 +32,19 @@ func (r *Reconciler) deleteSecret(ctx context.Context, s *sweep, name string, ow
 		}
 	}
 	if err != nil {
-		s.log.Warn("cannot delete the secret of a deleted runner; cleanup removes it", "runner", name, "error", err)
+		s.log.Warn("cannot delete the secret of a deleted runner; cleanup removes it", "runner", rn.name(), "error", err)
 		s.st.LastCleanup = time.Time{}
 	}
 }
 
-// runnerSecret reads the Secret of the pool's runner name (a list by name: the
+// runnerSecret reads the Secret of the runner rn (a list by name: the
 // sweeper's Role has no secrets/get). It returns nil when there is none to
 // delete: none, one already being deleted, or one that is not the runner's —
-// not this deployment's (ours), or owned by anything but the runner's
-// StatefulSet (of UID owner, when given).
-func (r *Reconciler) runnerSecret(ctx context.Context, s *sweep, name string, owner types.UID) (*corev1.Secret, error) {
+// not the Secret whose UID its roster entry recorded, or, while the entry
+// recorded none (a creation cut short), not this deployment's (ours) or owned
+// by anything but the runner's StatefulSet.
+func (r *Reconciler) runnerSecret(ctx context.Context, s *sweep, rn *runner) (*corev1.Secret, error) {
+	name := rn.name()
 	list, err := r.kube.CoreV1().Secrets(s.p.Kubernetes.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{runnerpod.LabelPool: s.p.Name}).String(),
 		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(),
@@ -52,7 +54,16 @@ func (r *Reconciler) runnerSecret(ctx context.Context, s *sweep, name string, ow
 	}
 	for i := range list.Items {
 		sec := &list.Items[i]
-		if sec.Name == name && sec.DeletionTimestamp == nil && r.ours(sec.ObjectMeta) && ownedOnlyBy(sec, name, owner) {
+		if sec.Name != name || sec.DeletionTimestamp != nil {
+			continue
+		}
+		if recorded := rn.id.SecretUID; recorded != "" {
+			if string(sec.UID) == recorded {
+				return sec, nil
+			}
+			continue
+		}
+		if r.ours(sec.ObjectMeta) && ownedOnlyBy(sec, name, types.UID(rn.id.StatefulSetUID)) {
 			return sec, nil
 		}
 	}

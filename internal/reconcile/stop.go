@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -169,11 +170,17 @@ func (s *stop) complete(ctx context.Context) (next, error) {
 	return derived(), s.r.annotatePod(ctx, s.rn, runnerpod.AnnotationUnregistrationComplete, stamp(s.now))
 }
 
-// recordID records the runner id GitHub lists for the runner: on its pod, so
+// recordID records the runner id GitHub lists for the runner under its name:
+// on its roster entry (when it records none yet), and on its pod, so
 // that a sweep killed later still knows which id to ask about once GitHub no
 // longer lists the runner by name; a runner with no pod (nothing runs it) keeps
 // it for this sweep.
 func (s *stop) recordID(ctx context.Context, id int64) error {
+	if s.rn.id.GitHubID == 0 {
+		if err := s.r.record(ctx, s.sw, s.rn.id, roster.Record{GitHubID: id}); err != nil {
+			return err
+		}
+	}
 	if s.rn.pod == nil {
 		if s.rn.sts.Annotations == nil {
 			s.rn.sts.Annotations = map[string]string{}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -82,6 +83,14 @@ func (r *Reconciler) register(ctx context.Context, s *sweep) error {
 			continue
 		}
 		jit := rn.runnerID() != 0 // its id came with its JIT config
+		if recorded := rn.id.GitHubID; recorded != 0 && recorded != gr.ID {
+			s.log.Error("GitHub lists another runner under this runner's name: not recording it as this one",
+				"runner", rn.name(), "id", gr.ID, "recorded", recorded)
+			continue
+		}
+		if err := r.record(ctx, s, rn.id, roster.Record{GitHubID: gr.ID}); err != nil {
+			return err // the next sweep records it
+		}
 		if err := r.annotatePod(ctx, rn, runnerpod.AnnotationRunnerID, idString(gr.ID)); err != nil {
 			return err // the next sweep records it
 		}

@@ -46,7 +46,7 @@ func (r *Reconciler) clearTokens(ctx context.Context, s *sweep) {
 // version, then the StatefulSet's token-expires-at annotation. A runner with no
 // such Secret has no token of ours to remove.
 func (r *Reconciler) clearToken(ctx context.Context, s *sweep, rn *runner) error {
-	sec, err := r.runnerSecret(ctx, s, rn.name(), rn.sts.UID)
+	sec, err := r.runnerSecret(ctx, s, rn)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,8 @@ import (
 //	SWEEP#<pool>      STATUS               the pool's status (poolstate)
 //	SWEEP#<pool>      LEASE                the pool's lease (lease)
 //	SWEEP#<pool>      RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
-//	ROSTER#<pool>     <runner>             a runner this deployment created (roster)
+//	ROSTER#<pool>     <runner>             a live runner this deployment created: its identity (roster)
+//	ROSTER#<pool>#retired <runner>         a retired runner, kept for late deliveries (roster)
 //	DIED#<runner>     DIED#<key>           a death of the runner the sweeper saw (rerun.Death.Key)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (redeliver)
@@ -44,10 +45,14 @@ func RunnerPK(runner string) string { return "RUNNER#" + runner }
 // lease, its status and its re-run budgets.
 func SweepPK(pool string) string { return "SWEEP#" + pool }
 
-// RosterPK is the partition of the runners the sweeper created for a pool; a
-// runner's item has the runner's (its pod's, its GitHub runner's) name as
-// its sort key.
+// RosterPK is the partition of the live runners the sweeper created for a
+// pool; a runner's item has the runner's (its pod's, its GitHub runner's) name
+// as its sort key.
 func RosterPK(pool string) string { return "ROSTER#" + pool }
+
+// RetiredRosterPK is the partition of the pool's retired runners, apart from
+// the live ones so that a sweep reads only those (a pool name has no '#').
+func RetiredRosterPK(pool string) string { return RosterPK(pool) + "#retired" }
 
 // DeathsPK is the partition of the deaths of a runner the sweeper saw.
 func DeathsPK(runner string) string { return "DIED#" + runner }

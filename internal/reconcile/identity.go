@@ -1,0 +1,166 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/runnerscaler/runnerscaler/internal/roster"
+	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+)
+
+// A runner's identity is its roster entry (package roster), never what an
+// object says of itself. Anyone who may create a pod or a Secret in a runner
+// namespace can give it a runner's name, the pool label, this deployment's
+// annotation, our finalizer and an owner reference; what the sweeper acts on
+// is only what it ties to a live entry of the pool's roster by UID:
+//
+//   - a StatefulSet: the one whose UID the entry of its name recorded (or, when
+//     the entry recorded none, the StatefulSet of that name, whose UID is
+//     recorded then: a sweep ended between its creation and the record);
+//   - its pod: the pod of the StatefulSet's one pod name that the StatefulSet
+//     controls; its UID is recorded at first sight, before any step can act
+//     on it;
+//   - an orphan (a pod with our finalizer whose StatefulSet is gone): a pod
+//     whose UID the entry recorded, or the pod of the runner's name that the
+//     entry's recorded StatefulSet controlled — of a live entry, or of one
+//     retired since (a pod the StatefulSet controller created as its runner
+//     was being deleted);
+//   - a Secret: the one whose UID the entry recorded (or, when it recorded
+//     none, the Secret of the runner's name, recorded then);
+//   - a GitHub runner: the id the entry recorded, under the entry's name.
+//
+// Anything else is foreign: it is never a reason for a GitHub call, a Secret
+// deletion, a label withdrawal, a roster retirement or a recorded death. It
+// is left alone, counted (ForeignObjects), named in the pool status and
+// logged once per sweep.
+
+// identities is the pool's live roster, as read for one sweep.
+type identities struct {
+	byName map[string]*roster.Runner // by GitHub (pod) name
+	byPod  map[string]*roster.Runner // by pod UID
+	bySTS  map[string]*roster.Runner // by StatefulSet UID
+}
+
+func newIdentities(live []roster.Runner, namespace string) identities {
+	ids := identities{byName: map[string]*roster.Runner{}, byPod: map[string]*roster.Runner{}, bySTS: map[string]*roster.Runner{}}
+	for i := range live {
+		e := &live[i]
+		if e.Namespace != "" && e.Namespace != namespace {
+			continue // a runner of the pool's earlier namespace: not in this one
+		}
+		ids.byName[e.Name] = e
+		for _, uid := range e.PodUIDs {
+			ids.byPod[uid] = e
+		}
+		if e.StatefulSetUID != "" {
+			ids.bySTS[e.StatefulSetUID] = e
+		}
+	}
+	return ids
+}
+
+// claimStatefulSet returns the entry sts belongs to, nil when none (foreign).
+func (r *Reconciler) claimStatefulSet(ctx context.Context, s *sweep, ids identities, sts *appsv1.StatefulSet) (*roster.Runner, error) {
+	e := ids.byName[runnerpod.PodName(sts.Name)]
+	switch {
+	case e == nil:
+		s.noteForeign("statefulset", sts.Name, "no runner of its name on the roster")
+		return nil, nil
+	case e.StatefulSetUID == string(sts.UID):
+		return e, nil
+	case e.StatefulSetUID != "":
+		s.noteForeign("statefulset", sts.Name, "the roster records another StatefulSet for its runner")
+		return nil, nil
+	}
+	return r.recordUID(ctx, s, e, "statefulset", sts.Name, roster.Record{StatefulSetUID: string(sts.UID)}, func() { e.StatefulSetUID = string(sts.UID) })
+}
+
+// claimPod records the UID of the pod a runner's StatefulSet controls, once:
+// should the StatefulSet go, the pod is still known as the runner's.
+func (r *Reconciler) claimPod(ctx context.Context, s *sweep, e *roster.Runner, pod *corev1.Pod) (*roster.Runner, error) {
+	if e.HasPod(string(pod.UID)) {
+		return e, nil
+	}
+	return r.recordUID(ctx, s, e, "pod", pod.Name, roster.Record{PodUID: string(pod.UID)}, func() { e.PodUIDs = append(e.PodUIDs, string(pod.UID)) })
+}
+
+// claimSecret returns the entry an ownerless Secret belongs to, nil when none.
+func (r *Reconciler) claimSecret(ctx context.Context, s *sweep, sec *corev1.Secret) (*roster.Runner, error) {
+	e := s.roster[runnerpod.PodName(sec.Name)]
+	switch {
+	case e == nil:
+		s.noteForeign("secret", sec.Name, "no runner of its name on the roster")
+		return nil, nil
+	case e.SecretUID == string(sec.UID):
+		return e, nil
+	case e.SecretUID != "":
+		s.noteForeign("secret", sec.Name, "the roster records another Secret for its runner")
+		return nil, nil
+	}
+	return r.recordUID(ctx, s, e, "secret", sec.Name, roster.Record{SecretUID: string(sec.UID)}, func() { e.SecretUID = string(sec.UID) })
+}
+
+// recordUID records what rec says of e; a refusal (another object already
+// recorded, or the runner retired since) makes the object foreign.
+func (r *Reconciler) recordUID(ctx context.Context, s *sweep, e *roster.Runner, kind, name string, rec roster.Record, apply func()) (*roster.Runner, error) {
+	err := r.opts.Roster.Record(ctx, s.p.Name, e.Name, rec)
+	switch {
+	case errors.Is(err, roster.ErrNotRecorded):
+		s.noteForeign(kind, name, "the roster refused it for its runner")
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	apply()
+	return e, nil
+}
+
+// orphanEntry returns the entry an orphan pod belongs to: a live one that
+// recorded its UID, or the entry (live, or retired since) of its name whose
+// recorded StatefulSet is the pod's controller. nil: foreign.
+func (r *Reconciler) orphanEntry(ctx context.Context, s *sweep, ids identities, pod *corev1.Pod) (*roster.Runner, error) {
+	if e := ids.byPod[string(pod.UID)]; e != nil {
+		return e, nil
+	}
+	ref := metav1.GetControllerOf(pod)
+	if ref == nil || ref.Kind != "StatefulSet" || runnerpod.PodName(ref.Name) != pod.Name {
+		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
+		return nil, nil
+	}
+	if e := ids.bySTS[string(ref.UID)]; e != nil && e.Name == pod.Name {
+		return e, nil
+	}
+	if !runnername.IsPodOf(s.p.Name, pod.Name) {
+		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
+		return nil, nil
+	}
+	e, found, err := r.opts.Roster.Lookup(ctx, s.p.Name, pod.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !found || e.StatefulSetUID != string(ref.UID) || e.Namespace != "" && e.Namespace != pod.Namespace {
+		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
+		return nil, nil
+	}
+	return &e, nil
+}
+
+// noteForeign records an object that claims to be a runner's and is not.
+func (s *sweep) noteForeign(kind, name, why string) {
+	s.foreign = append(s.foreign, fmt.Sprintf("%s %s/%s: %s", kind, s.p.Kubernetes.Namespace, name, why))
+}
+
+// logForeign says once per sweep which objects were left alone as foreign.
+func (s *sweep) logForeign() {
+	if len(s.foreign) > 0 {
+		s.log.Warn("foreign objects left alone: they claim to be this pool's runners', but the roster ties none of them to a runner by UID",
+			"count", len(s.foreign), "objects", strings.Join(s.foreign, "; "))
+	}
+}
