@@ -47,9 +47,9 @@
 #                                 RUNNER_USER_HOOK_JOB_STARTED / _COMPLETED)
 #   ACTIONS_RUNNER_VERSION        the actions/runner version of the image (runner/Dockerfile sets
 #                                 it), named when GitHub refuses the runner
-#   RUNNER_TERMINATION_LOG        where a restarted ephemeral container says why its runner
-#                                 died, and any container that GitHub refused the runner's
-#                                 version (default: /dev/termination-log, the kubelet's)
+#   RUNNER_TERMINATION_LOG        the container's termination message: whether its runner
+#                                 started, and why it died or GitHub refused it (default:
+#                                 /dev/termination-log, the kubelet's; see say_not_started)
 #
 # Credentials. Job steps run as the user run.sh runs as. Started as root, the
 # entrypoint (and tini) keep root, and config.sh and run.sh run as RUNNER_USER: a
@@ -150,19 +150,40 @@ die() {
 	exit 1
 }
 
-# runner_started: the runner is about to start (an ephemeral one's run marker is
-# written). Until then, an exit other than 0 leaves "runner not started: <why>"
-# as the container's termination message (not_started), unless one was written:
-# the kubelet starts the container again, and the runner in it registers and
-# takes a job like a first start, so the sweeper must not take the runner for
-# finished (internal/reconcile, finished).
+# The termination message says, at every instant, whether this container has
+# started its runner, so that a container killed at any point (SIGKILL, an OOM
+# kill: nothing runs then) leaves the truth behind for the sweeper
+# (internal/reconcile, finished and spent):
+#   - from the entrypoint's first line: "runner not started: ..." (say_not_started);
+#     an exit before the runner starts writes its reason there (not_started);
+#   - once the runner is about to start (an ephemeral one's run marker written
+#     first): "runner ran: ..." (say_ran), or later "runner refused by GitHub: ..."
+#     (record_refusal); a restarted ephemeral container that finds its run marker
+#     writes "runner ran: ..." or "runner died: ..." (exit_again).
+# So "runner not started" means the kubelet's next start runs the runner like a
+# first start, and a "runner ran"/"runner died"/"runner refused" end means no
+# later start of this pod runs it again. As root, the entrypoint makes the file
+# root's (0644) before any job can run: a job step cannot write it. Where that
+# fails (another runtime), it says so; a job that writes the file can only make
+# its own runner look not started, which holds the runner longer, never less.
+term_log=${RUNNER_TERMINATION_LOG:-/dev/termination-log}
 runner_started=false exit_why=''
+say_not_started() { printf 'runner not started: %s\n' "$1" >"$term_log" 2>/dev/null || true; }
+say_ran() { printf 'runner ran: %s\n' "$1" >"$term_log" 2>/dev/null || true; }
 not_started() {
-	local rc=$? term=${RUNNER_TERMINATION_LOG:-/dev/termination-log}
-	if $runner_started || ((rc == 0)) || [[ -s $term ]]; then
+	local rc=$?
+	if $runner_started || ((rc == 0)); then
 		return 0
 	fi
-	printf 'runner not started: %s\n' "${exit_why:-the entrypoint exited with code ${rc} before it started the runner}" >"$term" 2>/dev/null || true
+	say_not_started "${exit_why:-the entrypoint exited with code ${rc} before it started the runner}"
+}
+
+# protect_term_log makes the termination log root's alone to write.
+protect_term_log() {
+	$as_root || return 0
+	if ! { chown 0:0 "$term_log" && chmod 0644 "$term_log"; } 2>/dev/null; then
+		log "warning: cannot make the termination log ${term_log} root's: a job could write its own runner's termination message"
+	fi
 }
 
 validate() {
@@ -335,7 +356,7 @@ record_refusal() {
 	if [[ -n $version && $1 != *"v${version} "* ]]; then
 		why+=" (this image runs actions/runner ${version})"
 	fi
-	printf '%s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+	printf '%s\n' "$why" >"$term_log" 2>/dev/null || true
 	if [[ -n $state_dir ]]; then printf '%s\n' "$why" | put_file "$state_dir/refused" 2>/dev/null || true; fi
 	log "GitHub refuses this runner's actions/runner version: upgrade the image (its RUNNER_VERSION)"
 }
@@ -409,11 +430,13 @@ exit_again() {
 	fi
 	log "this ephemeral runner already ran in this pod (${ran//$'\n'/, }): not running it again; the sweeper removes it"
 	if [[ -s $state_dir/refused ]]; then
-		cat -- "$state_dir/refused" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+		cat -- "$state_dir/refused" >"$term_log" 2>/dev/null || true
 	elif ((rc != 0)); then
 		local why="its runner exited with code ${rc}"
 		((rc == 137)) && [[ ! $ran =~ exited ]] && why="its container was killed before its runner exited"
-		printf 'runner died: %s\n' "$why" >"${RUNNER_TERMINATION_LOG:-/dev/termination-log}" 2>/dev/null || true
+		printf 'runner died: %s\n' "$why" >"$term_log" 2>/dev/null || true
+	else
+		say_ran "its runner exited 0 in an earlier start of this container: not run again"
 	fi
 	exit "$rc"
 }
@@ -668,9 +691,11 @@ main() {
 	# the end of the grace period then kills. Before the runner starts, on_term
 	# exits at once.
 	trap on_term TERM INT
+	say_not_started "the container ended before the entrypoint started the runner (killed, or the entrypoint failed)"
 	trap not_started EXIT
 	validate
 	setup_user
+	protect_term_log
 	protect_state_dir
 	if ephemeral && already_ran; then
 		exit_again
@@ -687,6 +712,7 @@ main() {
 	fi
 	if ephemeral; then record_start; fi
 	runner_started=true
+	say_ran "started at $(now)"
 	setup_job_report
 	watch_refusals
 	"${drop[@]}" "${RUNNER_HOME}/run.sh" > >(watch_output) 2>&"$refusal_fd" &

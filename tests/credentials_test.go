@@ -21,6 +21,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
@@ -184,7 +185,7 @@ pools:
 	}
 	db, table := testenv.Table(t)
 	rec, err := reconcile.New(cfg, kube, gh, clock.RealClock{}, nil, reconcile.Options{GitHubURL: srv.URL,
-		JobLinks: reservation.New(db, table, clock.RealClock{})})
+		JobLinks: reservation.New(db, table, clock.RealClock{}), Roster: roster.NewStore(db, table)})
 	if err != nil {
 		t.Fatal(err)
 	}

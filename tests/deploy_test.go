@@ -27,6 +27,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
@@ -114,7 +115,8 @@ func (d *deployment) sweeper(cfg *pool.Config) *sweeper.Sweeper {
 		}
 	}
 	clk := clock.RealClock{}
-	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{Deployment: d.table, JobLinks: d.rs})
+	rec, err := reconcile.New(cfg, d.kube, d.gh, clk, nil, reconcile.Options{Deployment: d.table, JobLinks: d.rs,
+		Roster: roster.NewStore(d.db, d.table)})
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
@@ -88,6 +89,8 @@ type headroomEnv struct {
 	ns    string
 	clock *clocktesting.FakeClock
 	gh    *noGitHub
+	// rosters: each deployment's roster, by its name.
+	rosters map[string]*roster.Store
 }
 
 func newHeadroomEnv(t *testing.T) *headroomEnv {
@@ -106,7 +109,8 @@ func (e *headroomEnv) reconciler(kube kubernetes.Interface, deployment, poolsYAM
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, err := reconcile.New(cfg, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: noLinks{}, Deployment: deployment})
+	rec, err := reconcile.New(cfg, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: noLinks{}, Deployment: deployment,
+		Roster: e.roster(deployment)})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -347,4 +351,15 @@ func applyRBACObject(t *testing.T, kube kubernetes.Interface, kind string, doc [
 		return err
 	}
 	return nil
+}
+
+// roster is deployment's roster (one table per deployment, as in AWS).
+func (e *headroomEnv) roster(deployment string) *roster.Store {
+	if e.rosters == nil {
+		e.rosters = map[string]*roster.Store{}
+	}
+	if e.rosters[deployment] == nil {
+		e.rosters[deployment] = testenv.Roster(e.t)
+	}
+	return e.rosters[deployment]
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
@@ -121,7 +122,7 @@ func newScaleWorld(tb testing.TB, spec scaleSpec) *scaleWorld {
 	metered := w.meter.client(db)
 	w.rs = reservation.New(db, tableName, w.clock)
 	store := reservation.New(metered, tableName, w.clock)
-	rec, err := reconcile.New(w.cfg, kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: store, Deployment: tableName,
+	rec, err := reconcile.New(w.cfg, kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: store, Deployment: tableName, Roster: roster.NewStore(db, tableName),
 		RunnerListMaxAge: sweeper.DefaultRunnerListMaxAge})
 	if err != nil {
 		tb.Fatal(err)

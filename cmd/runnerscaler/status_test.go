@@ -32,6 +32,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/status"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
@@ -113,7 +114,8 @@ func (w *world) reconciler() *reconcile.Reconciler {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	rec, err := reconcile.New(w.pools, w.kube, gh, w.clock, nil, reconcile.Options{JobLinks: reservation.New(w.db, w.table, w.clock)})
+	rec, err := reconcile.New(w.pools, w.kube, gh, w.clock, nil, reconcile.Options{JobLinks: reservation.New(w.db, w.table, w.clock),
+		Roster: roster.NewStore(w.db, w.table)})
 	if err != nil {
 		w.t.Fatal(err)
 	}

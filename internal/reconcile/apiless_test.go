@@ -16,6 +16,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // The tests of this file need no stack: the reconciler acts on client-go's
@@ -76,7 +77,7 @@ func newAPILess(t *testing.T, deployment, poolsYAML string, objects ...runtime.O
 	a := &apiless{t: t, kube: fake.NewClientset(objects...), cfg: cfg,
 		clock: clocktesting.NewFakeClock(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))}
 	a.rec, err = reconcile.New(cfg, a.kube, unreachableGitHub{}, a.clock, nil,
-		reconcile.Options{JobLinks: &jobLinks{}, Deployment: deployment})
+		reconcile.Options{Roster: testenv.Roster(t), JobLinks: &jobLinks{}, Deployment: deployment})
 	if err != nil {
 		t.Fatal(err)
 	}

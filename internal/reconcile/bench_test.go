@@ -114,7 +114,7 @@ func newBenchWorld(b *testing.B) *benchWorld {
 	if w.cfg, err = pool.Parse([]byte(y.String())); err != nil {
 		b.Fatal(err)
 	}
-	if w.rec, err = reconcile.New(w.cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: &jobLinks{}}); err != nil {
+	if w.rec, err = reconcile.New(w.cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: &jobLinks{}, Roster: testenv.Roster(b)}); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { releaseAll(w.kube, ns) })

@@ -72,24 +72,29 @@ type JobLinks interface {
 // start one before the sweeper acts": yes while its runner container may be
 // running, whatever its restart history — a container whose last exit came
 // before its runner started (notStarted) is started again, registers and takes
-// a job like a first start. No only when the runner cannot run again: no pod,
+// a job like a first start. A runner container the pod's status shows running
+// holds, unless the runner is spent (its last end says its runner ran: a start
+// after that runs no runner). No only when the runner cannot run again: no pod,
 // or one never bound to a node; a pod that has ended (Succeeded, Failed); an
-// ephemeral runner that finished (finished: a container started again finds
-// the run marker and exits without starting the runner); a pod being deleted
-// whose runner container has ended (the kubelet starts no container of a pod
-// being deleted). A container the pod's status shows waiting, to be created or
-// restarted, may be running already: the kubelet reports a start a moment
-// after it, and a runner registers and takes a job within a second.
+// ephemeral runner that is spent, or that finished and is not running (a
+// container started again finds the run marker and exits without starting the
+// runner); a pod being deleted whose runner container has ended (the kubelet
+// starts no container of a pod being deleted). A container the pod's status
+// shows waiting, to be created or restarted, may be running already: the
+// kubelet reports a start a moment after it, and a runner registers and takes
+// a job within a second.
 func mayHoldJob(pod *corev1.Pod, ephemeral bool) bool {
 	switch {
 	case !everRan(pod): // no pod, or one never bound to a node
 		return false
 	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		return false
-	case ephemeral && finished(pod, true):
+	case ephemeral && spent(runnerStatus(pod)):
 		return false
 	case runnerRunning(pod):
 		return true
+	case ephemeral && finished(pod, true):
+		return false
 	}
 	return pod.DeletionTimestamp == nil || !runnerEnded(pod)
 }

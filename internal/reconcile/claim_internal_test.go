@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -42,12 +43,13 @@ func TestPodClaimingARunnersStatefulSetIsNotItsPod(t *testing.T) {
 	real := owned("p-bcdfg-0", corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Minute))}})
 	forged := owned("p-bcdfg-zz", corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed",
 		FinishedAt: metav1.NewTime(now)}})
-	r := &Reconciler{kube: fake.NewClientset(sts, real, forged), opts: Options{Deployment: "d", RegistrationTimeout: 10 * time.Minute}}
-	runners, _, err := r.observe(t.Context(), cfg.Pool("p"), now)
-	if err != nil {
+	ros := &memRoster{live: []roster.Runner{{Pool: "p", Name: "p-bcdfg-0", Namespace: "ns", StatefulSetUID: "sts-uid"}}}
+	r := &Reconciler{kube: fake.NewClientset(sts, real, forged), opts: Options{Deployment: "d", RegistrationTimeout: 10 * time.Minute, Roster: ros}}
+	s := &sweep{p: cfg.Pool("p"), now: now, log: r.logger()}
+	if err := r.observe(t.Context(), s); err != nil {
 		t.Fatal(err)
 	}
-	if len(runners) != 1 || runners[0].pod == nil || runners[0].pod.Name != real.Name {
-		t.Fatalf("runners %+v, want p-bcdfg with its own pod %s", runners, real.Name)
+	if len(s.runners) != 1 || s.runners[0].pod == nil || s.runners[0].pod.Name != real.Name {
+		t.Fatalf("runners %+v, want p-bcdfg with its own pod %s", s.runners, real.Name)
 	}
 }

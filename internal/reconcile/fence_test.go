@@ -80,7 +80,7 @@ func (e *env) newOtherSweeper(hold bool) *otherSweeper {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, err := reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
+	rec, err := reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster})
 	if err != nil {
 		e.t.Fatal(err)
 	}

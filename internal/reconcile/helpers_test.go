@@ -29,6 +29,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/local/apispec"
@@ -70,6 +71,9 @@ type env struct {
 	reads  atomic.Int32
 	// links plays the job↔runner link the webhook records.
 	links *jobLinks
+	// roster is the deployment's record of its runners (every reconciler of
+	// the test's world shares it).
+	roster *roster.Store
 	// raw is a client of the API server that counts and fails nothing (the
 	// test playing the kubelet).
 	raw kubernetes.Interface
@@ -135,7 +139,8 @@ func newEnv(t *testing.T, ephemeral bool, opts ...func(*githubsim.Options)) *env
 	t.Helper()
 	key := mustAppKey(t)
 	_, ns := testenv.Namespace(t)
-	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), links: &jobLinks{}}
+	e := &env{t: t, ns: ns, clock: clocktesting.NewFakeClock(time.Now().Truncate(time.Second)), links: &jobLinks{},
+		roster: testenv.Roster(t)}
 	cfg := testenv.RESTConfig(t)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return faultyTransport{rt: rt, e: e} })
 	kube, err := kubernetes.NewForConfig(cfg)
@@ -172,7 +177,7 @@ func (e *env) setPool(ephemeral bool, image string) {
 		e.t.Fatal(err)
 	}
 	e.pool = cfg.Pool("p")
-	e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
+	e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster})
 	if err != nil {
 		e.t.Fatal(err)
 	}

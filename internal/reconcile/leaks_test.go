@@ -327,7 +327,7 @@ func (e *env) newReconciler(kube kubernetes.Interface, gh reconcile.GitHub) *rec
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	rec, err := reconcile.New(cfg, kube, gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
+	rec, err := reconcile.New(cfg, kube, gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func (e *env) writeMetrics(level string) *bytes.Buffer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Metrics: metrics, JobLinks: e.links, Roster: e.roster}); err != nil {
 		e.t.Fatal(err)
 	}
 	return out

@@ -251,16 +251,50 @@ func lastEnd(cs *corev1.ContainerStatus) *corev1.ContainerStateTerminated {
 }
 
 // notStartedMessage begins the termination message of a runner container that
-// exited before its runner started (runner/entrypoint.sh, not_started).
+// has not started its runner (runner/entrypoint.sh: from its first line until
+// the runner starts, and at an exit before that).
 const notStartedMessage = "runner not started:"
 
+// ranMessages begin the termination messages the entrypoint writes only once
+// its runner has started — an ephemeral one's run marker written first
+// (runner/entrypoint.sh, say_ran, record_refusal, exit_again).
+var ranMessages = []string{"runner ran:", "runner died:", "runner refused by GitHub:"}
+
 // notStarted: the runner container's last exit came before its runner started
-// — the entrypoint says so in its termination message, or the runtime could not
-// start the container at all (neverRan): started again, it runs like a first
-// start.
+// — the entrypoint says so in its termination message, which it writes from
+// its first line on, so that a SIGKILL before the run marker (an OOM kill
+// while configuring) leaves it too; or the runtime could not start the
+// container at all (neverRan): started again, it runs like a first start.
 func notStarted(cs *corev1.ContainerStatus) bool {
 	last := lastEnd(cs)
 	return last != nil && (neverRan(last) || strings.HasPrefix(strings.TrimSpace(last.Message), notStartedMessage))
+}
+
+// spent: an ephemeral runner container's last end says its runner had
+// started (ranMessages): the run marker is in the pod's state volume, root's
+// alone, so every later start of the container exits at once without running
+// the runner (runner/entrypoint.sh, exit_again) — even one the pod's status
+// shows running. This, not the container's state, is what lets a finished
+// ephemeral runner be released without waiting: no start of its pod can take
+// a job. A job step cannot write the termination message (the entrypoint
+// makes it root's); were it able to, the message it could leave is true
+// anyway once a job ran, and a false "not started" only holds the runner
+// longer.
+func spent(cs *corev1.ContainerStatus) bool {
+	if cs == nil {
+		return false
+	}
+	last := lastEnd(cs)
+	if last == nil {
+		return false
+	}
+	msg := strings.TrimSpace(last.Message)
+	for _, prefix := range ranMessages {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // everRan reports whether the pod may have started its runner: once it is bound

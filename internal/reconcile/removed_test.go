@@ -146,7 +146,7 @@ func TestAnotherDeploymentsRunnersAreNotRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	mine, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-a", JobLinks: e.links})
+	mine, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{Deployment: "table-a", JobLinks: e.links, Roster: e.roster})
 	if err != nil {
 		t.Fatal(err)
 	}

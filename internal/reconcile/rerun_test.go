@@ -162,7 +162,7 @@ func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, e.clock.Now())
@@ -428,7 +428,7 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
 		t.Fatal(err)
 	}
 	e.oomKilled()
@@ -514,7 +514,7 @@ func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
 		t.Fatalf("pool with rerunsPerRun 2: %v", err)
 	}
 	e.pool = cfg.Pool("p")
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
 		t.Fatal(err)
 	}
 	before := e.statefulSets()

@@ -15,13 +15,15 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	rosterpkg "github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
-// recordingRoster is a roster that records what the sweeper adds and retires,
-// whether the runner's Secret existed when it was added, and fails while fail
-// is set.
+// recordingRoster is the env's roster, recording what the sweeper adds and
+// retires, whether the runner's Secret existed when it was added, and failing
+// Add and Retire while fail is set.
 type recordingRoster struct {
+	*rosterpkg.Store
 	e               *env
 	mu              sync.Mutex
 	added, retired  []string
@@ -32,28 +34,28 @@ type recordingRoster struct {
 
 var errRosterDown = errors.New("injected: the roster cannot be written")
 
-func (r *recordingRoster) Add(ctx context.Context, pool, runner string, _ time.Time) error {
+func (r *recordingRoster) Add(ctx context.Context, rn rosterpkg.Runner, now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail {
 		return errRosterDown
 	}
-	name := runner[:len(runner)-len("-0")]
+	name := rn.Name[:len(rn.Name)-len("-0")]
 	if _, err := r.e.raw.CoreV1().Secrets(r.e.ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		r.secretBeforeAdd = append(r.secretBeforeAdd, runner)
+		r.secretBeforeAdd = append(r.secretBeforeAdd, rn.Name)
 	}
-	r.added = append(r.added, runner)
-	return nil
+	r.added = append(r.added, rn.Name)
+	return r.Store.Add(ctx, rn, now)
 }
 
-func (r *recordingRoster) Retire(_ context.Context, pool, runner string, _ time.Time) error {
+func (r *recordingRoster) Retire(ctx context.Context, pool, runner string, now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail || r.failRetire {
 		return errRosterDown
 	}
 	r.retired = append(r.retired, runner)
-	return nil
+	return r.Store.Retire(ctx, pool, runner, now)
 }
 
 // withRoster makes e's reconciler keep its runners on roster.
@@ -77,7 +79,7 @@ func (e *env) withRoster(roster reconcile.Roster) {
 func TestRosterHoldsEachRunnerFromBeforeItsSecretUntilItGoes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, false)
-	roster := &recordingRoster{e: e}
+	roster := &recordingRoster{Store: e.roster, e: e}
 	e.withRoster(roster)
 
 	roster.fail = true
@@ -195,7 +197,7 @@ func TestRosterRetiresARunnerEveryWayItEnds(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, true)
-			roster := &recordingRoster{e: e}
+			roster := &recordingRoster{Store: e.roster, e: e}
 			e.withRoster(roster)
 			name := tc.end(e)
 			desired := 0

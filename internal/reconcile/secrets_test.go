@@ -123,7 +123,7 @@ func newSweepKiller(e *env) *sweepKiller {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if k.rec, err = reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links}); err != nil {
+	if k.rec, err = reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster}); err != nil {
 		e.t.Fatal(err)
 	}
 	return k

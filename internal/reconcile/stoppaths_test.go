@@ -19,6 +19,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestPodTurnedReadyDuringWithdrawalIsNotDeleted: GitHub hands an idle runner
@@ -114,7 +115,7 @@ func TestWaitingJobOfAnotherPoolHoldsAnIdleRunner(t *testing.T) {
 	}
 	queued := &queuedJobs{byPool: map[string][]reservation.Reservation{
 		"q": {{Pool: "q", JobID: 7, State: reservation.Queued, Amount: 1, Labels: []string{"self-hosted", "linux"}}}}}
-	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Queued: queued}); err != nil {
+	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Queued: queued, Roster: testenv.Roster(t)}); err != nil {
 		t.Fatal(err)
 	}
 	w.scaleDownAndConfirmIdle()

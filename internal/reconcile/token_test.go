@@ -128,7 +128,7 @@ func failingSecretUpdates(t *testing.T, e *env, n int32) *reconcile.Reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links})
+	rec, err := reconcile.New(pools, kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster})
 	if err != nil {
 		t.Fatal(err)
 	}

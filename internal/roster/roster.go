@@ -168,7 +168,11 @@ func (s *Store) Live(ctx context.Context, pool string) ([]Runner, error) {
 			return nil, fmt.Errorf("reading the roster of pool %s: %w", pool, err)
 		}
 		for _, it := range page.Items {
-			out = append(out, runner(pool, it))
+			// An item retired in place (as the roster did before it kept
+			// retired runners apart) is not live.
+			if rn := runner(pool, it); rn.Retired.IsZero() {
+				out = append(out, rn)
+			}
 		}
 	}
 	return out, nil

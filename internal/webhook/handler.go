@@ -42,6 +42,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnername"
 	"github.com/runnerscaler/runnerscaler/internal/sweepevent"
 )
@@ -88,9 +89,9 @@ type Handler struct {
 	roster Roster
 }
 
-// Roster tells whether the deployment created a runner (roster.Store).
+// Roster is the deployment's record of the runners it created (roster.Store).
 type Roster interface {
-	Has(ctx context.Context, pool, runner string) (bool, error)
+	Lookup(ctx context.Context, pool, runner string) (roster.Runner, bool, error)
 }
 
 // WithRoster sets the deployment's record of its runners. Without it no runner
@@ -285,7 +286,7 @@ func (h *Handler) facts(ctx context.Context, delivery string, state reservation.
 	}
 	var runnerPool *pool.Pool
 	if state >= reservation.InProgress && j.runnerName != "" {
-		if runnerPool, err = h.runnerPool(ctx, j.runnerName); err != nil {
+		if runnerPool, err = h.runnerPool(ctx, j); err != nil {
 			attrs = append(attrs, slog.String("error", err.Error()))
 			return facts{}, attrs, &Response{http.StatusServiceUnavailable, "reading the deployment's runners failed; redeliver later"}
 		}
@@ -293,24 +294,44 @@ func (h *Handler) facts(ctx context.Context, delivery string, state reservation.
 	return facts{job: j, delivery: delivery, state: state, pool: p, why: why, runnerPool: runnerPool}, attrs, nil
 }
 
-// runnerPool is the pool of the deployment's runner name: the pool whose
-// runner pods are named like name (package runnername) and on whose roster
-// the runner is; nil for any other runner, whatever its name.
-func (h *Handler) runnerPool(ctx context.Context, name string) (*pool.Pool, error) {
+// runnerPool is the pool of the runner that took j, when it is one of the
+// deployment's: a runner on the roster of the pool whose runner pods are named
+// like it (package runnername), of the scope the pool registers in, whose
+// GitHub id is the one the roster recorded (once it recorded one). Names are
+// unique only within a scope and appear in public logs: a runner of another
+// organization, repository or installation that has one of our names is not
+// ours, and nil is returned for it as for any other runner.
+func (h *Handler) runnerPool(ctx context.Context, j job) (*pool.Pool, error) {
 	if h.roster == nil {
 		return nil, nil
 	}
 	for i := range h.pools.Pools {
 		p := &h.pools.Pools[i]
-		if !runnername.IsPodOf(p.Name, name) {
+		if !runnername.IsPodOf(p.Name, j.runnerName) {
 			continue
 		}
-		ours, err := h.roster.Has(ctx, p.Name, name)
-		if err != nil || ours {
-			return p, err
+		e, found, err := h.roster.Lookup(ctx, p.Name, j.runnerName)
+		if err != nil {
+			return nil, err
+		}
+		if found && sameRunner(p, e, j) {
+			return p, nil
 		}
 	}
 	return nil, nil
+}
+
+// sameRunner: the runner that took j is e, the deployment's runner of pool p
+// of that name: j's repository is one p's scope serves, the scope e was
+// created in is p's, and e's GitHub id, once recorded, is the delivery's.
+func sameRunner(p *pool.Pool, e roster.Runner, j job) bool {
+	if e.Scope != "" && e.Scope != p.Scope().String() {
+		return false
+	}
+	if e.GitHubID != 0 && j.runnerID != 0 && e.GitHubID != j.runnerID {
+		return false
+	}
+	return rerun.InScope(p.Scope(), j.route.Repository)
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.

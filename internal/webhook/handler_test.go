@@ -109,7 +109,7 @@ type env struct {
 // enrol puts runner on pool's roster, as the sweeper does when it creates it.
 func (e *env) enrol(t *testing.T, pool, runner string) {
 	t.Helper()
-	if err := e.roster.Add(t.Context(), pool, runner, fixtureTime); err != nil {
+	if err := e.roster.Add(t.Context(), roster.Runner{Pool: pool, Name: runner}, fixtureTime); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -30,7 +30,7 @@ func TestFailedJobOfOurRunnerIsRecorded(t *testing.T) {
 	failures := rerun.NewStore(db, name)
 	clk := clocktesting.NewFakePassiveClock(fixtureTime)
 	ours := roster.NewStore(db, name)
-	if err := ours.Add(t.Context(), "octo", "octo-abcde-0", fixtureTime); err != nil {
+	if err := ours.Add(t.Context(), roster.Runner{Pool: "octo", Name: "octo-abcde-0"}, fixtureTime); err != nil {
 		t.Fatal(err)
 	}
 	h := webhook.New([]byte(secret), cfg, reservation.New(db, name, clk), webhook.WithFailures(failures), webhook.WithRoster(ours),

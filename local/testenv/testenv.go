@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/table"
 	"github.com/runnerscaler/runnerscaler/local/ociimage"
 	"github.com/runnerscaler/runnerscaler/local/stack"
@@ -256,4 +257,11 @@ func UserRESTConfig(t testing.TB, user string, groups []string) *rest.Config {
 		t.Fatalf("testenv: %v", err)
 	}
 	return cfg
+}
+
+// Roster is a roster (roster.Store) in a fresh table of the shared dynalite.
+func Roster(t testing.TB) *roster.Store {
+	t.Helper()
+	db, name := Table(t)
+	return roster.NewStore(db, name)
 }
