@@ -171,9 +171,10 @@ runner_started=false exit_why=''
 say_not_started() { printf 'runner not started: %s\n' "$1" >"$term_log" 2>/dev/null || true; }
 say_ran() { printf 'runner ran: %s\n' "$1" >"$term_log" 2>/dev/null || true; }
 not_started() {
-	local rc=$?
-	if $runner_started || ((rc == 0)); then
-		return 0
+	local rc=$? said=''
+	said=$(head -c 64 "$term_log" 2>/dev/null) || true
+	if $runner_started || ((rc == 0)) || [[ -n $said && $said != "runner not started:"* ]]; then
+		return 0 # running, or another message was written (exit_again, record_refusal)
 	fi
 	say_not_started "${exit_why:-the entrypoint exited with code ${rc} before it started the runner}"
 }

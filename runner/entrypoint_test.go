@@ -556,13 +556,15 @@ func TestEphemeralRunsOnceAcrossRestarts(t *testing.T) {
 		first  []string
 		kill   bool
 		rc     int
-		reason string // in the termination log ("" : none written)
+		reason string // in the termination log
 	}{
-		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, false, 0, ""},
+		{"after the job (exit 0)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit}, false, 0,
+			"runner ran: its runner exited 0 in an earlier start of this container: not run again"},
 		{"after a crash (exit 3)", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RC=3"}, false, 3, "runner died: its runner exited with code 3"},
 		{"after SIGKILL mid-job", []string{"ACTIONS_RUNNER_INPUT_JITCONFIG=" + jit, "STUB_RUN=job", "STUB_JOB=60"}, true, 137,
 			"runner died: its container was killed before its runner exited"},
-		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false, 0, ""},
+		{"token mode, ephemeral", []string{"RUNNER_TOKEN=" + secret, "RUNNER_ORG=acme"}, false, 0,
+			"runner ran: its runner exited 0 in an earlier start of this container: not run again"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

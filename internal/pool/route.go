@@ -95,3 +95,4 @@ func (c *Config) index() {
 		}
 	}
 }
+

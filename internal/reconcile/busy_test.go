@@ -21,7 +21,6 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
-	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // GitHub's REST busy flag lies (it lists a runner that holds a job as idle for a
@@ -51,7 +50,7 @@ func newBusyWorld(t *testing.T, opts ...func(*githubsim.Options)) *busyWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Metrics: mw, Roster: testenv.Roster(t)}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Metrics: mw, Roster: e.roster}); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, time.Time{})
@@ -234,7 +233,7 @@ func TestIdleConfirmationIsBetweenReads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Roster: testenv.Roster(t),
+	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Roster: w.roster,
 		RunnerListMaxAge: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -449,6 +450,12 @@ func (e *env) foreignRunner(name string) githubsim.Runner {
 func (e *env) crashedCreation() int64 {
 	e.t.Helper()
 	name := runnerpod.NewName("p")
+	// As create does: the runner on the roster first; the sweep then ended
+	// before it recorded anything else of it.
+	if err := e.roster.Add(e.t.Context(), roster.Runner{Pool: "p", Name: runnerpod.PodName(name), Namespace: e.ns,
+		Scope: e.pool.Scope().String()}, e.clock.Now()); err != nil {
+		e.t.Fatal(err)
+	}
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name,
 		Labels: map[string]string{runnerpod.LabelPool: "p", runnerpod.LabelRunner: name}}}
 	if _, err := e.kube.CoreV1().Secrets(e.ns).Create(e.t.Context(), sec, metav1.CreateOptions{}); err != nil {

@@ -257,7 +257,8 @@ const notStartedMessage = "runner not started:"
 
 // ranMessages begin the termination messages the entrypoint writes only once
 // its runner has started — an ephemeral one's run marker written first
-// (runner/entrypoint.sh, say_ran, record_refusal, exit_again).
+// (runner/entrypoint.sh, say_ran, exit_again) — or once GitHub refused the
+// runner's version (record_refusal: no start of the image can take a job).
 var ranMessages = []string{"runner ran:", "runner died:", "runner refused by GitHub:"}
 
 // notStarted: the runner container's last exit came before its runner started
@@ -274,7 +275,7 @@ func notStarted(cs *corev1.ContainerStatus) bool {
 // started (ranMessages): the run marker is in the pod's state volume, root's
 // alone, so every later start of the container exits at once without running
 // the runner (runner/entrypoint.sh, exit_again) — even one the pod's status
-// shows running. This, not the container's state, is what lets a finished
+// shows running; or GitHub refused its version, and refuses every start. This, not the container's state, is what lets a finished
 // ephemeral runner be released without waiting: no start of its pod can take
 // a job. A job step cannot write the termination message (the entrypoint
 // makes it root's); were it able to, the message it could leave is true

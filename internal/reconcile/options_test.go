@@ -10,6 +10,7 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 )
 
 // TestNewRejectsNonsenseOptions: a missing job↔runner link, each negative
@@ -25,6 +26,7 @@ func TestNewRejectsNonsenseOptions(t *testing.T) {
 	links := reservation.New(nil, "table", clk)
 	for field, opts := range map[string]reconcile.Options{
 		"Options.JobLinks":            {},
+		"Options.Roster":              {JobLinks: links},
 		"Options.RegistrationTimeout": {JobLinks: links, RegistrationTimeout: -time.Minute},
 		"Options.RecreationDelay":     {JobLinks: links, RecreationDelay: -time.Minute},
 		"Options.CleanupInterval":     {JobLinks: links, CleanupInterval: -time.Hour},
@@ -37,7 +39,8 @@ func TestNewRejectsNonsenseOptions(t *testing.T) {
 			t.Errorf("New with %+v: %v, %v; want an error naming %s", opts, rec, err, field)
 		}
 	}
-	for _, opts := range []reconcile.Options{{JobLinks: links}, {JobLinks: links, RegistrationTimeout: time.Minute,
+	ros := roster.NewStore(nil, "table")
+	for _, opts := range []reconcile.Options{{JobLinks: links, Roster: ros}, {JobLinks: links, Roster: ros, RegistrationTimeout: time.Minute,
 		RecreationDelay: time.Minute, CleanupInterval: time.Hour, OrphanGrace: time.Second, IdleConfirmation: time.Second,
 		GitHubURL: "https://ghe.example.com", Deployment: "table"}} {
 		if rec, err := reconcile.New(cfg, nil, nil, clk, nil, opts); err != nil || rec == nil {

@@ -115,7 +115,7 @@ func TestWaitingJobOfAnotherPoolHoldsAnIdleRunner(t *testing.T) {
 	}
 	queued := &queuedJobs{byPool: map[string][]reservation.Reservation{
 		"q": {{Pool: "q", JobID: 7, State: reservation.Queued, Amount: 1, Labels: []string{"self-hosted", "linux"}}}}}
-	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Queued: queued, Roster: testenv.Roster(t)}); err != nil {
+	if w.rec, err = reconcile.New(cfg, w.kube, w.gh, w.clock, nil, reconcile.Options{JobLinks: w.links, Queued: queued, Roster: w.roster}); err != nil {
 		t.Fatal(err)
 	}
 	w.scaleDownAndConfirmIdle()

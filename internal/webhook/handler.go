@@ -322,7 +322,7 @@ func (h *Handler) runnerPool(ctx context.Context, j job) (*pool.Pool, error) {
 }
 
 // sameRunner: the runner that took j is e, the deployment's runner of pool p
-// of that name: j's repository is one p's scope serves, the scope e was
+// of that name: p's scope covers j (as routing matches it), the scope e was
 // created in is p's, and e's GitHub id, once recorded, is the delivery's.
 func sameRunner(p *pool.Pool, e roster.Runner, j job) bool {
 	if e.Scope != "" && e.Scope != p.Scope().String() {
@@ -331,7 +331,7 @@ func sameRunner(p *pool.Pool, e roster.Runner, j job) bool {
 	if e.GitHubID != 0 && j.runnerID != 0 && e.GitHubID != j.runnerID {
 		return false
 	}
-	return rerun.InScope(p.Scope(), j.route.Repository)
+	return p.Covers(j.route)
 }
 
 // nudge asks the sweeper for a reconcile; its failure only shows in the log line.
