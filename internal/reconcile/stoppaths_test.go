@@ -19,7 +19,6 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
-	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestPodTurnedReadyDuringWithdrawalIsNotDeleted: GitHub hands an idle runner
