@@ -74,8 +74,11 @@ type Sweep struct {
 	// Stuck: why runners that are not running were held up, by runner.
 	Stuck map[string]string `json:"stuck,omitempty"`
 	// Deferred: what the sweep did not ask GitHub near the rate limit.
-	Deferred string       `json:"deferred,omitempty"`
-	Errors   []SweepError `json:"recentErrors,omitempty"`
+	Deferred string `json:"deferred,omitempty"`
+	// Foreign: the objects of the pool's namespace that claim to be its
+	// runners' but are tied to none by the roster; the sweep left them alone.
+	Foreign []string     `json:"foreign,omitempty"`
+	Errors  []SweepError `json:"recentErrors,omitempty"`
 }
 
 // SweepError is one recent failed sweep.

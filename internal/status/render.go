@@ -241,6 +241,11 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	if p.LastSweep != nil && p.LastSweep.Deferred != "" {
 		t.line("deferred: %s", p.LastSweep.Deferred)
 	}
+	if p.LastSweep != nil {
+		for _, f := range p.LastSweep.Foreign {
+			t.line("foreign object, left alone: %s", oneLine(f))
+		}
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -81,3 +81,23 @@ func TestRenderPoolSaysWhatWasDeferred(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderPoolNamesForeignObjects: each object the last sweep left alone as
+// foreign is named on a line of its own; a pool with none has no such line.
+func TestRenderPoolNamesForeignObjects(t *testing.T) {
+	t.Parallel()
+	forged := "pod ci/p-bcdfg: an orphan the roster knows no runner of"
+	for _, foreign := range [][]string{{forged}, nil} {
+		var out bytes.Buffer
+		p := status.Pool{Name: "p", LastSweep: &status.Sweep{At: now, Foreign: foreign}}
+		if err := status.RenderPool(&out, now, p); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "foreign object, left alone: "+forged); got != (foreign != nil) {
+			t.Errorf("foreign %q: output names it %v:\n%s", foreign, got, out.String())
+		}
+		if foreign == nil && strings.Contains(out.String(), "foreign object") {
+			t.Errorf("no foreign object: output has a foreign line:\n%s", out.String())
+		}
+	}
+}

@@ -27,6 +27,10 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		}
 		return []byte(strings.Replace(payload, `"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
 	}
+	// A job of elastic's repository (elastic's runners serve no other).
+	inElastic := func(b []byte) []byte {
+		return []byte(strings.Replace(string(b), `"full_name": "Codertocat/Hello-World"`, `"full_name": "lineville/elastic-machines-testing"`, 1))
+	}
 	// Runner pods named as the sweeper names them, and names of other shapes.
 	octo, elastic := runnername.Pod(runnername.New("octo")), runnername.Pod(runnername.New("elastic"))
 	// Named like octo's, but another deployment's: not on this one's roster.
@@ -47,7 +51,7 @@ func TestCompletedOnAPoolRunnerNudgesARefill(t *testing.T) {
 		{"duplicate delivery", false, [][]byte{on(completed, octo), on(completed, octo)},
 			[]sweepevent.Event{{Pool: "octo", Finished: []string{octo}}}},
 		{"hosted runner", false, [][]byte{[]byte(completed)}, nil},
-		{"another pool's runner", false, [][]byte{on(completed, elastic)},
+		{"another pool's runner", false, [][]byte{inElastic(on(completed, elastic))},
 			[]sweepevent.Event{{Pool: "elastic", Finished: []string{elastic}}}},
 		{"not a runner pod's name", false, [][]byte{on(completed, octoRunner), on(completed, octoLonger)}, nil},
 		{"named like the pool's but not on the roster", false, [][]byte{on(completed, foreign)}, nil},
@@ -89,8 +93,11 @@ func TestDeliveriesLinkTheRunnerToItsJob(t *testing.T) {
 	on := func(payload, runner string) []byte {
 		return []byte(strings.Replace(payload, `"runner_name": "GitHub Actions 5"`, `"runner_name": "`+runner+`"`, 1))
 	}
+	// A job of elastic's repository whose labels no pool takes: it runs on
+	// elastic's runner, and only the link knows.
 	unrouted := func(b []byte) []byte {
-		return []byte(strings.Replace(string(b), `"ubuntu-latest"`, `"windows-2022"`, 1))
+		return []byte(strings.Replace(strings.Replace(string(b), `"ubuntu-latest"`, `"windows-2022"`, 1),
+			`"full_name": "Codertocat/Hello-World"`, `"full_name": "lineville/elastic-machines-testing"`, 1))
 	}
 	deliver := func(body []byte) {
 		t.Helper()

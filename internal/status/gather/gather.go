@@ -255,7 +255,7 @@ func toSweep(st poolstate.Status) *status.Sweep {
 		return nil
 	}
 	s := &status.Sweep{At: st.DecidedAt, Failed: st.Failed, Desired: st.Desired, Reason: st.Reason,
-		Extended: st.Extended, Stuck: st.Stuck, Deferred: st.Deferred}
+		Extended: st.Extended, Stuck: st.Stuck, Deferred: st.Deferred, Foreign: st.Foreign}
 	for _, e := range st.Errors {
 		s.Errors = append(s.Errors, status.SweepError{At: e.At.UTC().Truncate(time.Millisecond), Error: e.Error})
 	}
