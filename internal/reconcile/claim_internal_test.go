@@ -53,3 +53,40 @@ func TestPodClaimingARunnersStatefulSetIsNotItsPod(t *testing.T) {
 		t.Fatalf("runners %+v, want p-bcdfg with its own pod %s", s.runners, real.Name)
 	}
 }
+
+// TestPodReleasedByItsStatefulSetIsStillItsRunners: while a runner's
+// StatefulSet is being deleted with --cascade=orphan, the garbage collector
+// removes the owner reference from its pod a moment before the StatefulSet
+// goes. A sweep then sees the StatefulSet without a controlled pod; the pod
+// whose UID the roster recorded is still the runner's, not "no pod" (which
+// cannot hold a job, and is removed on GitHub's busy flag alone), nor an orphan.
+func TestPodReleasedByItsStatefulSetIsStillItsRunners(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte("pools:\n  - name: p\n    organization: acme\n    labels: [big]\n    maxReplicas: 2\n    kubernetes: {namespace: ns, image: runner:1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{runnerpod.LabelPool: "p"},
+			Annotations: map[string]string{runnerpod.AnnotationDeployment: "d"}}
+	}
+	sts := &appsv1.StatefulSet{ObjectMeta: meta("p-bcdfg")}
+	sts.UID, sts.DeletionTimestamp, sts.Finalizers = "sts-uid", &metav1.Time{Time: now}, []string{"orphan"}
+	pod := &corev1.Pod{ObjectMeta: meta("p-bcdfg-0"), Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: runnerpod.ContainerName, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Minute))}}}}}}
+	pod.UID, pod.Finalizers, pod.Spec.NodeName = "pod-uid", []string{runnerpod.Finalizer}, "node"
+	ros := &memRoster{live: []roster.Runner{{Pool: "p", Name: "p-bcdfg-0", Namespace: "ns", StatefulSetUID: "sts-uid", PodUIDs: []string{"pod-uid"}}}}
+	r := &Reconciler{kube: fake.NewClientset(sts, pod), opts: Options{Deployment: "d", RegistrationTimeout: 10 * time.Minute, Roster: ros}}
+	s := &sweep{p: cfg.Pool("p"), now: now, log: r.logger()}
+	if err := r.observe(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.runners) != 1 || s.runners[0].pod == nil || s.runners[0].pod.UID != "pod-uid" || len(s.orphans) != 0 {
+		t.Fatalf("runners %+v, orphans %d; want p-bcdfg with its released pod, and no orphan", s.runners, len(s.orphans))
+	}
+	if !mayHoldJob(s.runners[0].pod, true) {
+		t.Fatal("the runner of a running pod was taken for one that cannot hold a job")
+	}
+}

@@ -146,16 +146,17 @@ func (r *Reconciler) reread(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, 
 	return nil, nil
 }
 
-// orphans returns the pods that carry our finalizer but whose controller is
-// none of the pool's StatefulSets the roster claimed: a StatefulSet someone
+// orphans returns the pods that carry our finalizer, are no claimed runner's
+// pod (attached), and whose controller is none of the pool's StatefulSets the
+// roster claimed: a StatefulSet someone
 // deleted, one deleted by a sweep that stopped before releasing the pod, or a
 // pod the controller created while its runner was being deleted. Each is a
 // runner's only if the roster ties it to one (orphanEntry).
-func orphans(pods []corev1.Pod, claimed map[types.UID]bool) []*corev1.Pod {
+func orphans(pods []corev1.Pod, claimed, attached map[types.UID]bool) []*corev1.Pod {
 	var out []*corev1.Pod
 	for i := range pods {
 		pod := &pods[i]
-		if ref := metav1.GetControllerOf(pod); hasFinalizer(pod) && (ref == nil || !claimed[ref.UID]) {
+		if ref := metav1.GetControllerOf(pod); hasFinalizer(pod) && !attached[pod.UID] && (ref == nil || !claimed[ref.UID]) {
 			out = append(out, pod)
 		}
 	}

@@ -132,13 +132,15 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	// of another name claiming it as its controller (which anyone who can
 	// create pods can write) is not its runner's pod.
 	byOwner := map[string]*corev1.Pod{}
+	byUID := map[types.UID]*corev1.Pod{}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
+		byUID[pod.UID] = pod
 		if ref := metav1.GetControllerOf(pod); ref != nil && ref.Kind == "StatefulSet" && pod.Name == runnerpod.PodName(ref.Name) {
 			byOwner[string(ref.UID)] = pod
 		}
 	}
-	claimed := map[types.UID]bool{}
+	claimed, attached := map[types.UID]bool{}, map[types.UID]bool{}
 	for i := range stss.Items {
 		sts := &stss.Items[i]
 		e, err := r.claimStatefulSet(ctx, s, ids, sts)
@@ -150,7 +152,14 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 		}
 		claimed[sts.UID] = true
 		rn := &runner{sts: sts, pod: byOwner[string(sts.UID)], id: e}
+		if rn.pod == nil {
+			// Its pod, released by the garbage collector a moment ago (the
+			// StatefulSet being deleted with --cascade=orphan), is still its
+			// runner's: a runner whose pod runs is never taken for one with none.
+			rn.pod = recordedPod(e, byUID)
+		}
 		if rn.pod != nil {
+			attached[rn.pod.UID] = true
 			if _, err := r.claimPod(ctx, s, e, rn.pod); err != nil {
 				return err
 			}
@@ -162,13 +171,24 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	sort.SliceStable(s.runners, func(i, j int) bool {
 		return s.runners[i].sts.CreationTimestamp.Before(&s.runners[j].sts.CreationTimestamp)
 	})
-	for _, pod := range orphans(pods.Items, claimed) {
+	for _, pod := range orphans(pods.Items, claimed, attached) {
 		e, err := r.orphanEntry(ctx, s, ids, pod)
 		if err != nil {
 			return err
 		}
 		if e != nil {
 			s.orphans = append(s.orphans, orphanRunner(pod, e, s.now))
+		}
+	}
+	return nil
+}
+
+// recordedPod is the pod of the runner e's name whose UID e recorded, if the
+// pool's pods hold it.
+func recordedPod(e *roster.Runner, byUID map[types.UID]*corev1.Pod) *corev1.Pod {
+	for _, uid := range e.PodUIDs {
+		if pod := byUID[types.UID(uid)]; pod != nil && pod.Name == e.Name {
+			return pod
 		}
 	}
 	return nil
