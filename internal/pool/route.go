@@ -95,4 +95,3 @@ func (c *Config) index() {
 		}
 	}
 }
-
