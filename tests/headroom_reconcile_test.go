@@ -81,6 +81,10 @@ type noLinks struct{}
 
 func (noLinks) RunnerJobs(context.Context, string) ([]reservation.RunnerJob, error) { return nil, nil }
 
+func (noLinks) Job(context.Context, string, int64) (reservation.Reservation, bool, error) {
+	return reservation.Reservation{}, false, nil
+}
+
 // headroomEnv reconciles the pools of a file in a fresh namespace on the
 // stack (its scheduler and node), on a fake clock, wanting no runner.
 type headroomEnv struct {

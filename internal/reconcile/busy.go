@@ -63,9 +63,12 @@ const annotationIdleSince = "runnerscaler.dev/github-idle-since"
 // job, so that two idle reads this far apart cannot both fall in that lag.
 const DefaultIdleConfirmation = 90 * time.Second
 
-// JobLinks is what the reconciler reads of the job↔runner link (reservation.Store).
+// JobLinks is what the reconciler reads of the job↔runner link, and of a
+// linked job's own record (reservation.Store).
 type JobLinks interface {
 	RunnerJobs(ctx context.Context, runner string) ([]reservation.RunnerJob, error)
+	// Job reads the job's item in pool, whatever its state (ok: there is one).
+	Job(ctx context.Context, pool string, job int64) (reservation.Reservation, bool, error)
 }
 
 // mayHoldJob is the one answer to "may the runner in pod be running a job, or
@@ -144,14 +147,37 @@ func neverReportedJob(pod *corev1.Pod, now time.Time) bool {
 }
 
 // unfinishedJob returns a job linked to the runner whose `completed` has not been
-// recorded, within the link lifetime.
-func unfinishedJob(jobs []reservation.RunnerJob, now time.Time) (reservation.RunnerJob, bool) {
+// recorded, within the link lifetime (linkUnfinished), and that its own record
+// does not show completed either: GitHub sends some `completed` deliveries
+// without the runner's name (a job cancelled as it was handed over), which
+// complete the job's item but not the link. Only the job's item in the pool
+// the link names is read, and only for a link that is unfinished.
+func (s *stop) unfinishedJob(ctx context.Context, jobs []reservation.RunnerJob) (reservation.RunnerJob, bool, error) {
+	for _, j := range linkUnfinished(jobs, s.r.clock.Now()) {
+		if j.Pool != "" {
+			rec, ok, err := s.r.opts.JobLinks.Job(ctx, j.Pool, j.JobID)
+			if err != nil {
+				return reservation.RunnerJob{}, false, err
+			}
+			if ok && rec.State >= reservation.Completed {
+				continue
+			}
+		}
+		return j, true, nil
+	}
+	return reservation.RunnerJob{}, false, nil
+}
+
+// linkUnfinished returns the jobs linked to the runner whose `completed` the
+// link has not recorded, within the link lifetime.
+func linkUnfinished(jobs []reservation.RunnerJob, now time.Time) []reservation.RunnerJob {
+	var out []reservation.RunnerJob
 	for _, j := range jobs {
 		if j.State < reservation.Completed && now.Sub(j.At()) < reservation.DefaultLinkLifetime {
-			return j, true
+			out = append(out, j)
 		}
 	}
-	return reservation.RunnerJob{}, false
+	return out
 }
 
 // idleConfirmed: GitHub has just listed the runner idle (l). True once an
@@ -210,7 +236,10 @@ func (s *stop) checkNow(ctx context.Context) (next, bool, error) {
 		s.log.Warn("cannot read the runner's jobs; retrying next sweep", "error", err)
 		return waitFor("the job link"), false, nil
 	}
-	if j, ok := unfinishedJob(jobs, s.r.clock.Now()); ok {
+	if j, ok, err := s.unfinishedJob(ctx, jobs); err != nil {
+		s.log.Warn("cannot read the runner's job; retrying next sweep", "error", err)
+		return waitFor("the job's record"), false, nil
+	} else if ok {
 		n, err := s.veto(ctx, signalJobLink, true, "a job on this runner has no completed delivery", "job", j.JobID, "jobPool", j.Pool)
 		return n, false, err
 	}

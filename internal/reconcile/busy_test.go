@@ -194,6 +194,30 @@ func TestJobLinkVetoesRemoval(t *testing.T) {
 	}
 }
 
+// TestJobCompletedWithoutTheRunnersNameEndsTheLinksVeto: the runner's link
+// says in_progress, and the job's `completed` delivery named no runner (GitHub
+// sends some so): the link alone would veto the runner's stop for the link's
+// lifetime (hours). Once the job's own record is completed, the link no
+// longer vetoes; while it is not, it still does.
+func TestJobCompletedWithoutTheRunnersNameEndsTheLinksVeto(t *testing.T) {
+	t.Parallel()
+	w := newBusyWorld(t)
+	w.links.link(w.name+"-0", 42, reservation.InProgress, w.clock.Now())
+	w.links.mu.Lock()
+	w.links.jobs[w.name+"-0"][len(w.links.jobs[w.name+"-0"])-1].Pool = "p"
+	w.links.mu.Unlock()
+	w.scaleDownAndConfirmIdle()
+	w.mustSweep(0, time.Time{})
+	w.kept("a job in progress by its link, and by its own record")
+	w.links.complete("p", 42)
+	w.clock.Step(reconcile.DefaultIdleConfirmation)
+	w.mustSweep(0, time.Time{})
+	w.mustSweep(0, time.Time{})
+	if got := w.statefulSets(); len(got) != 0 || w.removals() != 1 {
+		t.Fatalf("after the job's record completed: %v, %d RemoveRunner calls; want the runner removed once", got, w.removals())
+	}
+}
+
 // TestIdleConfirmationCatchesTheLagAfterAssignment: GitHub hands the runner a job
 // and lists it idle for the next 60 s; the pod's report lags and the in_progress
 // delivery is lost. The first idle read only starts the idle confirmation, and

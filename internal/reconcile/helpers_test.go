@@ -84,12 +84,35 @@ type env struct {
 	refuse atomic.Pointer[func(*http.Request) error]
 }
 
-// jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs).
+// jobLinks is an in-memory job↔runner link (reservation.Store's RunnerJobs),
+// and the jobs' own records (its Job): completed holds the jobs whose
+// `completed` their record has, by pool/id.
 type jobLinks struct {
-	mu    sync.Mutex
-	jobs  map[string][]reservation.RunnerJob
-	reads int
-	err   error
+	mu        sync.Mutex
+	jobs      map[string][]reservation.RunnerJob
+	completed map[string]bool
+	reads     int
+	err       error
+}
+
+func (l *jobLinks) Job(_ context.Context, pool string, job int64) (reservation.Reservation, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.completed[fmt.Sprintf("%s/%d", pool, job)] {
+		return reservation.Reservation{}, false, l.err
+	}
+	return reservation.Reservation{Pool: pool, JobID: job, State: reservation.Completed}, true, l.err
+}
+
+// complete records job of pool completed on its own record only (a
+// `completed` delivery that named no runner).
+func (l *jobLinks) complete(pool string, job int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.completed == nil {
+		l.completed = map[string]bool{}
+	}
+	l.completed[fmt.Sprintf("%s/%d", pool, job)] = true
 }
 
 func (l *jobLinks) RunnerJobs(_ context.Context, runner string) ([]reservation.RunnerJob, error) {
