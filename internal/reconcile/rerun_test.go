@@ -133,13 +133,46 @@ func (m *memReruns) get(job int64) rerun.Candidate {
 	return m.cands[job]
 }
 
+// memRoster is an in-memory roster (roster.Store): the runners added, by
+// pool. A retired runner stays on it, as it lingers on the roster.
+type memRoster struct {
+	mu    sync.Mutex
+	pools map[string]map[string]bool
+}
+
+func newMemRoster() *memRoster { return &memRoster{pools: map[string]map[string]bool{}} }
+
+func (r *memRoster) Add(_ context.Context, pool, runner string, _ time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pools[pool] == nil {
+		r.pools[pool] = map[string]bool{}
+	}
+	r.pools[pool][runner] = true
+	return nil
+}
+
+func (r *memRoster) Retire(context.Context, string, string, time.Time) error { return nil }
+
+func (r *memRoster) Has(_ context.Context, pool, runner string) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.pools[pool][runner], nil
+}
+
 // rerunEnv is an env whose reconciler re-runs, with one runner that ran job and
 // failed it in the simulator, and the webhook's record of that failure.
 type rerunEnv struct {
 	*env
 	store  *memReruns
-	runner string // the runner's pod
+	roster *memRoster // the reconciler puts the runners it creates on it
+	runner string     // the runner's pod
 	job    githubsim.Job
+}
+
+// options are the reconciler's options of e: its job links, re-runs and roster.
+func (e *rerunEnv) options() reconcile.Options {
+	return reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}
 }
 
 func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
@@ -157,12 +190,12 @@ type jobRun struct {
 
 func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *rerunEnv {
 	t.Helper()
-	e := &rerunEnv{env: newEnv(t, true, opts...), store: newMemReruns()}
+	e := &rerunEnv{env: newEnv(t, true, opts...), store: newMemReruns(), roster: newMemRoster()}
 	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, e.clock.Now())
@@ -217,6 +250,83 @@ func (e *rerunEnv) oomKilled() {
 
 func (e *rerunEnv) rerunCalls() int {
 	return e.sim.Calls()["POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun"]
+}
+
+// TestCandidateIsActedOnOnlyForARunnerOnItsPoolsRoster: a candidate is a claim
+// anyone holding the webhook's role can write in any pool's partition. One in
+// pool p's partition for a job whose runner died under it is re-run only when
+// that runner is on p's roster; for a runner on another pool's roster, on no
+// roster, or with no roster kept at all, it is decided not re-run, saying so,
+// without a call to GitHub and without charging the run's budget.
+func TestCandidateIsActedOnOnlyForARunnerOnItsPoolsRoster(t *testing.T) {
+	t.Parallel()
+	const notOnRoster = "runner not on this pool's roster"
+	for _, tc := range []struct {
+		name     string
+		on       string // the pool whose roster holds the runner ("": none)
+		noRoster bool   // the reconciler keeps no roster
+		want     rerun.Decision
+		reason   string
+	}{
+		{"on the pool's roster", "p", false, rerun.Rerun, ""},
+		{"on another pool's roster", "q", false, rerun.NotRerun, notOnRoster},
+		{"on no roster", "", false, rerun.NotRerun, notOnRoster},
+		{"no roster kept", "p", true, rerun.NotRerun, notOnRoster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The job ran on a runner the pool's sweeper did not create, which
+			// an OOM kill ended under it (a death the sweeper of its own pool
+			// recorded), and GitHub failed it.
+			e := newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure, anotherTaker: true})
+			const runner = "other-team-runner"
+			c := e.store.get(e.job.ID)
+			c.Runner = runner
+			e.store.cands[e.job.ID] = c
+			e.store.deaths[runner] = []rerun.Death{{Runner: runner, Cause: "runner container OOMKilled (exit code 137)",
+				FromMillis: c.Completed().Add(-10 * time.Second).UnixMilli(), ToMillis: c.Completed().Add(-10 * time.Second).UnixMilli(), Killed: true}}
+			if tc.on != "" {
+				if err := e.roster.Add(t.Context(), tc.on, runner, e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			opts := e.options()
+			if tc.noRoster {
+				opts.Roster = nil
+			}
+			var err error
+			if e.rec, err = reconcile.New(e.cfg(), e.kube, e.gh, e.clock, nil, opts); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Step(rerun.Settle)
+			for range 2 {
+				if err := e.sweep(1, e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := e.store.get(e.job.ID)
+			if got.Decision != tc.want || !strings.Contains(got.Reason, tc.reason) {
+				t.Fatalf("decision %+v: want %q, reason containing %q", got, tc.want, tc.reason)
+			}
+			wantCalls, wantPaid := 0, 0
+			if tc.want == rerun.Rerun {
+				wantCalls, wantPaid = 1, 1
+			}
+			if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != wantCalls || len(paid) != wantPaid {
+				t.Fatalf("%d re-run calls, budget charged for %v: want %d call(s), %d charge(s)", n, paid, wantCalls, wantPaid)
+			}
+		})
+	}
+}
+
+// cfg is the pools file of newRerunEnvOf's reconciler.
+func (e *rerunEnv) cfg() *pool.Config {
+	e.t.Helper()
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg
 }
 
 // A job whose runner was OOM-killed under it is re-run once through GitHub, and
@@ -428,7 +538,7 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	e.oomKilled()
@@ -514,7 +624,7 @@ func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
 		t.Fatalf("pool with rerunsPerRun 2: %v", err)
 	}
 	e.pool = cfg.Pool("p")
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	before := e.statefulSets()
