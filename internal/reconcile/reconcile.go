@@ -102,7 +102,8 @@ type Options struct {
 	// retired before its last object goes — a create undone (create.go), a
 	// runner deleted or an orphan finished (delete.go), a Secret released
 	// (cleanup.go). The webhook takes only runners on it for this
-	// deployment's. nil: no record kept.
+	// deployment's, and a failed job is re-run only when its runner is on its
+	// pool's (rerun.go). nil: no record kept, and no job re-run.
 	Roster Roster
 }
 
@@ -110,6 +111,9 @@ type Options struct {
 type Roster interface {
 	Add(ctx context.Context, pool, runner string, now time.Time) error
 	Retire(ctx context.Context, pool, runner string, now time.Time) error
+	// Has reports whether runner is on pool's roster, retired or not; an
+	// error is the roster out of reach, and the caller asks again later.
+	Has(ctx context.Context, pool, runner string) (bool, error)
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.

@@ -20,8 +20,11 @@ import (
 // deleted, evicted or lost with its node — once per death and process, so
 // that they outlive the pod.
 // Then it decides its pool's failed jobs: a job whose runner died under it is
-// re-run through GitHub within the pool's budget per workflow run
-// (rerunsPerRun); one whose runner did not is left failed.
+// re-run through GitHub within its workflow run's budget (rerunsPerRun),
+// shared by every pool the run's jobs ran in; one whose runner did not is left
+// failed. A candidate is acted on only when its runner is on the pool's roster:
+// the webhook's role may write a candidate in any pool's partition, and the
+// pool's policy, budget and credentials are only for the pool's own runners.
 
 // Reruns is what the reconciler keeps of deaths and failed jobs (rerun.Store).
 type Reruns interface {
@@ -257,6 +260,13 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	if s.now.Before(c.NextTry()) {
 		return nil
 	}
+	ours, err := r.onRoster(ctx, s, c.Runner)
+	switch {
+	case err != nil:
+		return err
+	case !ours:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, notOnRoster)
+	}
 	deaths, err := r.opts.Reruns.Deaths(ctx, c.Runner)
 	if err != nil {
 		return err
@@ -295,6 +305,21 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	}
 	c.Cause = v.Cause
 	return r.rerunJob(ctx, s, c, job.Name)
+}
+
+// notOnRoster is the reason a candidate whose runner is not on its pool's
+// roster is not re-run.
+const notOnRoster = "runner not on this pool's roster"
+
+// onRoster reports whether runner is on the pool's roster (false without a
+// roster). Only then is a candidate naming it the pool's to act on, and every
+// GitHub call about its job made with the pool's scope — the credentials of
+// the runner's pool.
+func (r *Reconciler) onRoster(ctx context.Context, s *sweep, runner string) (bool, error) {
+	if r.opts.Roster == nil {
+		return false, nil
+	}
+	return r.opts.Roster.Has(ctx, s.p.Name, runner)
 }
 
 // otherStarts are when the other jobs c's runner took started (none are read
