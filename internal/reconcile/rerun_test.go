@@ -14,10 +14,14 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // memReruns is an in-memory rerun.Store with its rules: a candidate is decided
@@ -724,4 +728,141 @@ func TestRunRerunBySomeoneElseIsNotClaimed(t *testing.T) {
 	if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != 1 || len(paid) != 0 {
 		t.Fatalf("%d re-run calls (the person's: 1), budget charged for %v (want none)", n, paid)
 	}
+}
+
+// TestJobsOfOneRunInTwoPoolsAreEachRerun: two jobs of one workflow run, one
+// run by pool p's runner and one by pool q's, whose runners were both
+// OOM-killed under them, are each re-run by the sweeper of its own pool, with
+// the deployment's table (rerun.Store). The pool that comes second sees the
+// first one's call from attempt 1 — this deployment's re-run of another job of
+// the run, not someone else's — and re-runs its job from attempt 2 once that
+// re-run is over; the run's one budget is charged once per job.
+func TestJobsOfOneRunInTwoPoolsAreEachRerun(t *testing.T) {
+	e := newEnv(t, true)
+	db, name := testenv.Table(t)
+	store, roster := rerun.NewStore(db, name), newMemRoster()
+	cfg, err := pool.Parse([]byte(strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n",
+		"    maxReplicas: 10\n    rerunsPerRun: 2\n", 1) + `
+  - name: q
+    organization: acme
+    labels: [small]
+    ephemeral: true
+    maxReplicas: 1
+    rerunsPerRun: 2
+    kubernetes: {namespace: ` + e.ns + `, image: "runner:1", template: {spec: {schedulerName: runnerscaler.dev/no-scheduler}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: store, Roster: roster}); err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]*pool.Pool{"p": cfg.Pool("p"), "q": cfg.Pool("q")}
+	statuses := map[string]*poolstate.Status{"p": {}, "q": {}}
+	sweep := func(name string) error {
+		return e.rec.Reconcile(t.Context(), pools[name], scaling.Decision{Desired: 1, EffectiveTime: e.clock.Now()}, statuses[name])
+	}
+	// Each pool's runner takes and fails a job of the run, 30 s long; the
+	// webhook records each failure in the runner's pool.
+	var run int64
+	jobs := map[string]githubsim.Job{}
+	for _, pl := range []string{"p", "q"} {
+		if err := sweep(pl); err != nil {
+			t.Fatalf("sweep of pool %s: %v", pl, err)
+		}
+		var sts string
+		for _, n := range e.statefulSets() {
+			if strings.HasPrefix(n, pl+"-") {
+				sts = n
+			}
+		}
+		e.run(sts)
+		r := e.registerIn(sts, pools[pl])
+		job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: pools[pl].Labels, RunID: run})
+		run = job.RunID
+		started := e.clock.Now()
+		if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != job.ID {
+			t.Fatalf("runner %s taking job %d: %v %v %v", r.Name, job.ID, got.ID, ok, err)
+		}
+		e.clock.Step(30 * time.Second)
+		if err := e.sim.CompleteJobAs(job.ID, githubsim.JobFailure); err != nil {
+			t.Fatal(err)
+		}
+		completed := e.clock.Now()
+		e.setRunnerStatus(sts, corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(completed.Add(-10 * time.Second))}}})
+		c := rerun.Candidate{Pool: pl, JobID: job.ID, RunID: job.RunID, RunAttempt: 1, Repository: "acme/app", Runner: r.Name,
+			Conclusion: "failure", StartedMillis: started.UnixMilli(), CompletedMillis: completed.UnixMilli()}
+		if fresh, err := store.Record(t.Context(), c, completed); err != nil || !fresh {
+			t.Fatalf("recording the failure of job %d: %v %v", job.ID, fresh, err)
+		}
+		jobs[pl] = job
+	}
+	decision := func(pl string) rerun.Candidate {
+		t.Helper()
+		c, ok, err := store.Get(t.Context(), pl, jobs[pl].ID)
+		if err != nil || !ok {
+			t.Fatalf("the candidate of job %d in pool %s: %v %v", jobs[pl].ID, pl, ok, err)
+		}
+		return c
+	}
+	e.clock.Step(rerun.Settle)
+	_ = sweep("p")
+	_ = sweep("q")
+	if p, q := decision("p"), decision("q"); p.Decision != rerun.Rerun || q.Decision != rerun.Pending {
+		t.Fatalf("after a sweep of each pool: p's %+v, q's %+v; want p's re-run, q's waiting for it to be over", p, q)
+	}
+	again := e.sim.Reruns()[jobs["p"].ID]
+	if len(again) != 1 {
+		t.Fatalf("re-runs of job %d: %v, want one", jobs["p"].ID, again)
+	}
+	other := e.registerIn("other-team", pools["p"])
+	if got, ok, err := e.sim.AcquireJob(other.ID); !ok || err != nil || got.ID != again[0] {
+		t.Fatalf("taking the re-run %d: %v %v %v", again[0], got.ID, ok, err)
+	}
+	if err := e.sim.CompleteJobAs(again[0], githubsim.JobSuccess); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(time.Minute)
+	_ = sweep("q")
+	q := decision("q")
+	if q.Decision != rerun.Rerun || !strings.Contains(q.Reason, "of attempt 2") || !strings.Contains(q.Cause, "OOMKilled") {
+		t.Fatalf("q's decision %+v: want its job re-run by its own call, from attempt 2", q)
+	}
+	for pl, job := range jobs {
+		if got := e.sim.Reruns()[job.ID]; len(got) != 1 {
+			t.Fatalf("GitHub's re-runs of pool %s's job %d: %v, want one", pl, job.ID, got)
+		}
+	}
+	third := rerun.Candidate{Pool: "q", JobID: 999, RunID: run, Repository: "acme/app"}
+	if ok, err := store.Charge(t.Context(), third, 2, e.clock.Now()); err != nil || ok {
+		t.Fatalf("charging a third job of the run with a budget of 2: %v %v, want refused (the run's 2 re-runs are spent)", ok, err)
+	}
+	if ok, err := store.Charge(t.Context(), third, 3, e.clock.Now()); err != nil || !ok {
+		t.Fatalf("charging a third job of the run with a budget of 3: %v %v, want charged (the run paid for 2 jobs only)", ok, err)
+	}
+}
+
+// registerIn plays a runner of pool pl registering with the credentials in the
+// Secret of StatefulSet sts; without such a Secret, it registers in pl's scope
+// as a runner this deployment did not make, named sts.
+func (e *env) registerIn(sts string, pl *pool.Pool) githubsim.Runner {
+	e.t.Helper()
+	reg := githubsim.Registration{Scope: "organization/acme", Name: sts + "-0", Labels: pl.Labels, Ephemeral: pl.IsEphemeral()}
+	sec, err := e.raw.CoreV1().Secrets(e.ns).Get(e.t.Context(), sts, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		reg.JITConfig, reg.Token = string(sec.Data[runnerpod.SecretJITConfig]), string(sec.Data[runnerpod.SecretToken])
+	default:
+		tok, err := e.gh.RegistrationToken(e.t.Context(), pl.Scope())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		reg.Token, reg.Name = tok.Token, sts
+	}
+	r, err := e.sim.Register(reg)
+	if err != nil {
+		e.t.Fatalf("runner %s registering: %v", reg.Name, err)
+	}
+	return r
 }
