@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -454,7 +455,11 @@ func (r *Reconciler) callRerun(ctx context.Context, s *sweep, c rerun.Candidate,
 // jobIn is the id of c's job in attempt from of its run, whose latest jobs
 // are jobs: c's own in its own attempt; in a later one, the one job of that
 // name (GitHub carries a job that was not re-run into the new attempt under
-// its name). It says why there is none to re-run ("" when there is).
+// its name) — or, of several of that name (a matrix whose jobs share one),
+// the one carried with c's results: c's runner, and GitHub's start and
+// completion of c's job (c's times are GitHub's by then: decideRerun). A
+// runner runs one job at a time, so two jobs cannot share all three. It says
+// why there is none to re-run ("" when there is).
 func jobIn(c rerun.Candidate, name string, from int, jobs []githubapi.Job) (int64, string) {
 	if from == max(c.RunAttempt, 1) {
 		return c.JobID, ""
@@ -463,6 +468,15 @@ func jobIn(c rerun.Candidate, name string, from int, jobs []githubapi.Job) (int6
 	for _, j := range jobs {
 		if j.Name == name && j.RunAttempt == from {
 			named = append(named, j)
+		}
+	}
+	if len(named) > 1 {
+		named = slices.DeleteFunc(named, func(j githubapi.Job) bool {
+			return j.RunnerName != c.Runner || unixMillis(j.Started) != c.StartedMillis || unixMillis(j.Completed) != c.CompletedMillis
+		})
+		if len(named) != 1 {
+			return 0, fmt.Sprintf("attempt %d of the run has %d jobs named %q carried from runner %s with this job's times: which one is this job cannot be told",
+				from, len(named), name, c.Runner)
 		}
 	}
 	switch {

@@ -189,7 +189,8 @@ func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 type jobRun struct {
 	conclusion   githubsim.JobConclusion
 	anotherTaker bool
-	running      bool // GitHub still shows the job running: it is not completed
+	running      bool   // GitHub still shows the job running: it is not completed
+	name         string // the job's name in its run ("": the simulator's, one of its own)
 }
 
 func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *rerunEnv {
@@ -206,7 +207,7 @@ func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *
 	name := e.statefulSets()[0]
 	r := e.start(name)
 	e.runner = r.Name
-	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}})
+	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Name: run.name})
 	started, taker := e.clock.Now(), r
 	if run.anotherTaker {
 		taker = e.foreignRunner()
@@ -618,10 +619,11 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 
 // twoJobsOfOneRun is a rerunEnv whose pool re-runs up to twice per workflow
 // run, with a second runner of the pool that ran and failed the run's second
-// job 30 s after the first completed, and the webhook's record of that failure.
-func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
+// job 30 s after the first completed, and the webhook's record of that failure;
+// both jobs are named name in their run ("": each its own name).
+func twoJobsOfOneRun(t *testing.T, name string) (*rerunEnv, string, githubsim.Job) {
 	t.Helper()
-	e := newRerunEnv(t)
+	e := newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure, name: name})
 	yaml := strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)
 	cfg, err := pool.Parse([]byte(yaml))
 	if err != nil || cfg.Pool("p").Reruns() != 2 {
@@ -633,14 +635,14 @@ func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
 	}
 	before := e.statefulSets()
 	e.mustSweep(2, e.clock.Now())
-	var name string
+	var sts string
 	for _, n := range e.statefulSets() {
 		if !slices.Contains(before, n) {
-			name = n
+			sts = n
 		}
 	}
-	r := e.start(name)
-	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, RunID: e.job.RunID})
+	r := e.start(sts)
+	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, RunID: e.job.RunID, Name: name})
 	started := e.clock.Now()
 	if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != job.ID {
 		t.Fatalf("runner %s taking job %d: %v %v %v", r.Name, job.ID, got.ID, ok, err)
@@ -661,9 +663,21 @@ func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
 // runners were both OOM-killed under them are each re-run, as GitHub allows —
 // the first from attempt 1, the second as attempt 2 carried it, once the first
 // one's re-run is over — and the budget is charged for each; neither decision
-// says "re-run already" of a job nobody re-ran.
+// says "re-run already" of a job nobody re-ran. Two jobs of one name (a
+// matrix whose jobs share it) are told apart in attempt 2 by the runner and
+// times the second one carries there.
 func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
-	e, second, job2 := twoJobsOfOneRun(t)
+	t.Parallel()
+	for _, tc := range []struct{ name, jobName string }{{"jobs of their own names", ""}, {"jobs of one name", "build"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			jobsOfOneRunAreEachRerun(t, tc.jobName)
+		})
+	}
+}
+
+func jobsOfOneRunAreEachRerun(t *testing.T, jobName string) {
+	e, second, job2 := twoJobsOfOneRun(t, jobName)
 	e.oomKilled()
 	completed2 := e.store.get(job2.ID).Completed()
 	e.setRunnerStatus(strings.TrimSuffix(second, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
