@@ -35,6 +35,7 @@ type Reruns interface {
 	Charge(ctx context.Context, c rerun.Candidate, max int, now time.Time) (bool, error)
 	Claim(ctx context.Context, c rerun.Candidate, from int, now time.Time) (int64, error)
 	Calls(ctx context.Context, c rerun.Candidate) (rerun.Calls, error)
+	Release(ctx context.Context, c rerun.Candidate, from int) error
 	Decide(ctx context.Context, c rerun.Candidate, now time.Time) error
 	Later(ctx context.Context, c rerun.Candidate, next time.Time) error
 }
@@ -446,11 +447,26 @@ func (r *Reconciler) callRerun(ctx context.Context, s *sweep, c rerun.Candidate,
 	case err == nil:
 		s.stats.reruns.delays = append(s.stats.reruns.delays, s.now.Sub(c.Completed()))
 		return r.settleRerun(ctx, s, c, rerun.Rerun, reason)
-	case refusedForGood(err):
-		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+	case refusedForGood(err) || answeredWithError(err) && givenUp(s, c):
+		return r.refuseRerun(ctx, s, c, from, err)
 	}
 	return r.rerunLater(ctx, s, c, err)
 }
+
+// refuseRerun records that GitHub refused c's call from attempt from for
+// good, or still refused it at rerun.GiveUpAfter. GitHub answered the call, so
+// it did not move the run: c's claim on that attempt and its charge are given
+// back, and the run's other jobs whose runners died are re-run in turn rather
+// than wait behind a call that never moves the run.
+func (r *Reconciler) refuseRerun(ctx context.Context, s *sweep, c rerun.Candidate, from int, err error) error {
+	if err := r.opts.Reruns.Release(ctx, c, from); err != nil {
+		return err
+	}
+	return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+}
+
+// givenUp: c has waited rerun.GiveUpAfter since its failure was recorded.
+func givenUp(s *sweep, c rerun.Candidate) bool { return s.now.Sub(c.Recorded()) > rerun.GiveUpAfter }
 
 // jobIn is the id of c's job in attempt from of its run, whose latest jobs
 // are jobs: c's own in its own attempt; in a later one, the one job of that
@@ -499,7 +515,7 @@ func (w rerunWait) Error() string { return string(w) }
 // otherwise (it waited for another job's re-run, GitHub still showed the job
 // running, or GitHub could not be reached), with the reason it waited.
 func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate, err error) error {
-	if s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
+	if givenUp(s, c) {
 		if answeredWithError(err) {
 			return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
 		}

@@ -112,6 +112,17 @@ func (m *memReruns) Calls(_ context.Context, c rerun.Candidate) (map[int]int64, 
 	return out, nil
 }
 
+func (m *memReruns) Release(_ context.Context, c rerun.Candidate, from int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls[c.RunID][from] != c.JobID || !slices.Contains(m.paid[c.RunID], c.JobID) {
+		return nil
+	}
+	delete(m.calls[c.RunID], from)
+	m.paid[c.RunID] = slices.DeleteFunc(m.paid[c.RunID], func(j int64) bool { return j == c.JobID })
+	return nil
+}
+
 func (m *memReruns) Decide(_ context.Context, c rerun.Candidate, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -624,12 +635,9 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 func twoJobsOfOneRun(t *testing.T, name string) (*rerunEnv, string, githubsim.Job) {
 	t.Helper()
 	e := newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure, name: name})
-	yaml := strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)
-	cfg, err := pool.Parse([]byte(yaml))
-	if err != nil || cfg.Pool("p").Reruns() != 2 {
-		t.Fatalf("pool with rerunsPerRun 2: %v", err)
-	}
+	cfg := e.twoRerunsCfg()
 	e.pool = cfg.Pool("p")
+	var err error
 	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
@@ -722,6 +730,75 @@ func jobsOfOneRunAreEachRerun(t *testing.T, jobName string) {
 	if paid := e.store.paid[e.job.RunID]; len(paid) != 2 {
 		t.Fatalf("budget charged for %v, want both jobs", paid)
 	}
+}
+
+// refuseFirst is GitHub that refuses for good (404) the first re-run asked
+// of it, and answers the others.
+type refuseFirst struct {
+	*githubapi.Client
+	mu      sync.Mutex
+	refused int64 // the job refused (0: none yet)
+}
+
+func (g *refuseFirst) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error {
+	g.mu.Lock()
+	first := g.refused == 0
+	if first {
+		g.refused = jobID
+	}
+	g.mu.Unlock()
+	if first {
+		return &githubapi.APIError{Op: githubapi.OpRerunJob, Status: 404, Message: "Not Found"}
+	}
+	return g.Client.RerunJob(ctx, s, repo, jobID)
+}
+
+// TestRefusedCallDoesNotBlockTheOtherJobsOfItsRun: of two jobs of one run
+// whose runners died under them, the one whose call GitHub refuses for good is
+// decided refused, and gives back its claim on the attempt and its charge: the
+// other is re-run from that attempt in the same sweep, rather than wait
+// behind a call that never moved the run, and the budget pays for it alone.
+func TestRefusedCallDoesNotBlockTheOtherJobsOfItsRun(t *testing.T) {
+	t.Parallel()
+	e, second, job2 := twoJobsOfOneRun(t, "")
+	gh := &refuseFirst{Client: e.gh}
+	var err error
+	if e.rec, err = reconcile.New(e.twoRerunsCfg(), e.kube, gh, e.clock, nil, e.options()); err != nil {
+		t.Fatal(err)
+	}
+	e.oomKilled()
+	completed2 := e.store.get(job2.ID).Completed()
+	e.setRunnerStatus(strings.TrimSuffix(second, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(completed2.Add(-10 * time.Second))}}})
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(2, e.clock.Now())
+	refused, other := e.store.get(gh.refused), e.store.get(e.job.ID)
+	if other.JobID == refused.JobID {
+		other = e.store.get(job2.ID)
+	}
+	if refused.Decision != rerun.Refused || !strings.Contains(refused.Reason, "404") {
+		t.Fatalf("the job whose call GitHub refused: %+v, want refused with GitHub's answer", refused)
+	}
+	if other.Decision != rerun.Rerun || other.Reason != "" {
+		t.Fatalf("the run's other job: %+v, want re-run from attempt 1 by its own call", other)
+	}
+	if got := e.sim.Reruns()[other.JobID]; len(got) != 1 {
+		t.Fatalf("GitHub's re-runs of job %d: %v, want one", other.JobID, got)
+	}
+	if paid := e.store.paid[e.job.RunID]; !slices.Equal(paid, []int64{other.JobID}) {
+		t.Fatalf("budget charged for %v, want job %d alone", paid, other.JobID)
+	}
+}
+
+// twoRerunsCfg is twoJobsOfOneRun's pools file: pool p re-runs up to twice
+// per workflow run.
+func (e *rerunEnv) twoRerunsCfg() *pool.Config {
+	e.t.Helper()
+	cfg, err := pool.Parse([]byte(strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)))
+	if err != nil || cfg.Pool("p").Reruns() != 2 {
+		e.t.Fatalf("pool with rerunsPerRun 2: %v", err)
+	}
+	return cfg
 }
 
 // A run someone else re-ran before the sweeper could is not said to be re-run

@@ -218,6 +218,26 @@ func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time)
 	return calls[from], err
 }
 
+// Release gives back c's claim on attempt from of its run and c's charge of
+// the run's budget: GitHub answered c's call from that attempt with a refusal,
+// so the call did not move the run, and the run's other jobs may claim that
+// attempt and the budget rather than wait behind it. A claim on that attempt
+// for another job, or none, is left as it is.
+func (s *Store) Release(ctx context.Context, c Candidate, from int) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		Key:                      runKey(c),
+		UpdateExpression:         aws.String("REMOVE #call DELETE #jobs :job ADD #n :minusOne"),
+		ConditionExpression:      aws.String("#call = :id AND contains(#jobs, :id)"),
+		ExpressionAttributeNames: map[string]string{"#call": callPrefix + strconv.Itoa(from), "#jobs": "jobs", "#n": "reruns"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": table.Num(c.JobID), ":minusOne": table.Num(-1),
+			":job": &types.AttributeValueMemberNS{Value: []string{fmt.Sprint(c.JobID)}}},
+	})
+	if err != nil && !table.ConditionFailed(err) {
+		return fmt.Errorf("releasing the re-run call of job %d from attempt %d: %w", c.JobID, from, err)
+	}
+	return nil
+}
+
 // Calls returns the re-run calls recorded for c's workflow run (Claim), by
 // any pool's sweeper.
 func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
