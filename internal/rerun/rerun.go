@@ -32,7 +32,9 @@
 // not a pool's, so an attempt after a job's own is known — by the sweeper of
 // any pool the run's jobs ran in — to be this deployment's re-run of that job
 // (a call whose answer was lost), of another of its jobs (the job is still to
-// be re-run), or someone else's (then nothing is claimed for the job). Re-running the run's
+// be re-run), or someone else's (then nothing is claimed for the job). A call
+// GitHub refused did not move the run: its claim and its charge are given back
+// (Store.Release), and the next job of the run claims that attempt. Re-running the run's
 // failed jobs in one call is not done: it would re-run jobs that failed by
 // themselves too.
 package rerun
