@@ -120,13 +120,14 @@ func TestCallsOnePerAttempt(t *testing.T) {
 // run that ran in two pools share the run's budget and its calls. Pool q's
 // charge finds the run's one re-run spent by pool p's job, and q's claim from
 // attempt 1 answers p's job, the holder of that attempt's call, which q's
-// Calls read back; a run of the same id in another repository is another run.
+// Calls read back, whichever case the repository's name is spelt in; a run of
+// the same id in another repository is another run.
 func TestOneRunIsOneBudgetAndOneCallPerAttemptAcrossPools(t *testing.T) {
 	db, name := testenv.Table(t)
 	s := rerun.NewStore(db, name)
 	ctx := t.Context()
 	inP := rerun.Candidate{Pool: "p", JobID: 1, RunID: 90, Repository: "acme/app"}
-	inQ := rerun.Candidate{Pool: "q", JobID: 2, RunID: 90, Repository: "acme/app"}
+	inQ := rerun.Candidate{Pool: "q", JobID: 2, RunID: 90, Repository: "Acme/App"} // as another delivery may spell it
 	elsewhere := rerun.Candidate{Pool: "q", JobID: 3, RunID: 90, Repository: "acme/other"}
 	if ok, err := s.Charge(ctx, inP, 1, t0); err != nil || !ok {
 		t.Fatalf("Charge(job 1 in pool p) = %v %v, want true", ok, err)

@@ -74,9 +74,10 @@ func RerunSK(jobID int64) string { return "RERUN#" + strconv.FormatInt(jobID, 10
 
 // RunPK is the partition of what only the sweeper writes about a workflow run
 // of repo ("owner/name"): its re-run budget and calls (RerunsSK), which the
-// sweepers of every pool its jobs ran in share.
+// sweepers of every pool its jobs ran in share. The repository's name is
+// lower-cased, as GitHub's names are case-insensitive.
 func RunPK(repo string, runID int64) string {
-	return "RUN#" + repo + "#" + strconv.FormatInt(runID, 10)
+	return "RUN#" + strings.ToLower(repo) + "#" + strconv.FormatInt(runID, 10)
 }
 
 // DeathSKPrefix begins the sort key of a runner's deaths (DeathSK).
