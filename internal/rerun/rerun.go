@@ -55,10 +55,11 @@ const (
 	Pending Decision = ""
 	// Rerun: GitHub accepted the re-run.
 	Rerun Decision = "rerun"
-	// NotRerun: the job failed by itself; re-runs are off, the budget is
-	// spent, or the job's repository is outside the pool's scope; GitHub's
-	// account of the job differs from the candidate's (no such job, not
-	// failed, another run, attempt or runner); someone else re-ran the run;
+	// NotRerun: the candidate's runner is not on its pool's roster; the job
+	// failed by itself; re-runs are off, the budget is spent, or the job's
+	// repository is outside the pool's scope; GitHub's account of the job
+	// differs from the candidate's (no such job, not failed, another run,
+	// attempt or runner); someone else re-ran the run;
 	// the job cannot be told apart in the run's latest attempt; or the re-run
 	// still waited, at GiveUpAfter, for something other than GitHub's refusal
 	// (another job's re-run, the job shown running, GitHub out of reach).
