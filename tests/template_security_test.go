@@ -47,9 +47,9 @@ func iamLike(pattern, s string) bool {
 // allows only items whose partition key is one the webhook uses — it writes
 // jobs' reservations and re-run candidates, the jobs runners took and
 // unrouted jobs, and only reads the runner groups' access and the roster — so
-// the role cannot write what the sweeper decides by (its leases, statuses and
-// re-run budgets, its roster, the deaths it saw), the drain mark nor the
-// deployment's items.
+// the role cannot write what the sweeper decides by (its leases and statuses,
+// the workflow runs' re-run budgets and calls, its roster, the deaths it saw),
+// the drain mark nor the deployment's items.
 func TestWebhookKeepsToItsPartitions(t *testing.T) {
 	t.Parallel()
 	var writes, reads int
@@ -79,7 +79,7 @@ func TestWebhookKeepsToItsPartitions(t *testing.T) {
 		} else {
 			writes++
 			for _, pk := range []string{table.GroupAccessPK, table.SweepPK("linux-x64"), table.RosterPK("linux-x64"),
-				table.DeathsPK("linux-x64-bcdfg-0")} {
+				table.DeathsPK("linux-x64-bcdfg-0"), table.RunPK("acme/app", 90)} {
 				if matches(pk) {
 					t.Errorf("the webhook may write partition %s (patterns %v): the sweeper's", pk, patterns)
 				}

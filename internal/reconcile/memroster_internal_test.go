@@ -105,3 +105,8 @@ func (r *Reconciler) logger() *slog.Logger {
 	}
 	return r.log
 }
+
+func (m *memRoster) Has(ctx context.Context, pool, name string) (bool, error) {
+	_, found, err := m.Lookup(ctx, pool, name)
+	return found, err
+}

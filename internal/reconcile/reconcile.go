@@ -105,7 +105,8 @@ type Options struct {
 	// runner deleted or an orphan finished (delete.go), a Secret released
 	// (cleanup.go). An object is a runner's only by a UID recorded there
 	// (identity.go); the webhook takes only runners on it for this
-	// deployment's.
+	// deployment's, and a failed job is re-run only when its runner is on its
+	// pool's (rerun.go).
 	Roster Roster
 }
 
@@ -116,6 +117,9 @@ type Roster interface {
 	Record(ctx context.Context, pool, name string, rec roster.Record) error
 	Retire(ctx context.Context, pool, name string, now time.Time) error
 	Lookup(ctx context.Context, pool, name string) (roster.Runner, bool, error)
+	// Has reports whether runner is on pool's roster, retired or not; an
+	// error is the roster out of reach, and the caller asks again later.
+	Has(ctx context.Context, pool, runner string) (bool, error)
 }
 
 // Reconciler reconciles pools. It implements the sweeper's Reconciler.

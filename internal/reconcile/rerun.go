@@ -21,8 +21,11 @@ import (
 // deleted, evicted or lost with its node — once per death and process, so
 // that they outlive the pod.
 // Then it decides its pool's failed jobs: a job whose runner died under it is
-// re-run through GitHub within the pool's budget per workflow run
-// (rerunsPerRun); one whose runner did not is left failed.
+// re-run through GitHub within its workflow run's budget (rerunsPerRun),
+// shared by every pool the run's jobs ran in; one whose runner did not is left
+// failed. A candidate is acted on only when its runner is on the pool's roster:
+// the webhook's role may write a candidate in any pool's partition, and the
+// pool's policy, budget and credentials are only for the pool's own runners.
 
 // Reruns is what the reconciler keeps of deaths and failed jobs (rerun.Store).
 type Reruns interface {
@@ -32,6 +35,7 @@ type Reruns interface {
 	Charge(ctx context.Context, c rerun.Candidate, max int, now time.Time) (bool, error)
 	Claim(ctx context.Context, c rerun.Candidate, from int, now time.Time) (int64, error)
 	Calls(ctx context.Context, c rerun.Candidate) (rerun.Calls, error)
+	Release(ctx context.Context, c rerun.Candidate, from int) error
 	Decide(ctx context.Context, c rerun.Candidate, now time.Time) error
 	Later(ctx context.Context, c rerun.Candidate, next time.Time) error
 }
@@ -258,6 +262,13 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	if s.now.Before(c.NextTry()) {
 		return nil
 	}
+	ours, err := r.onRoster(ctx, s, c.Runner)
+	switch {
+	case err != nil:
+		return err
+	case !ours:
+		return r.settleRerun(ctx, s, c, rerun.NotRerun, notOnRoster)
+	}
 	deaths, err := r.opts.Reruns.Deaths(ctx, c.Runner)
 	if err != nil {
 		return err
@@ -296,6 +307,17 @@ func (r *Reconciler) decideRerun(ctx context.Context, s *sweep, c rerun.Candidat
 	}
 	c.Cause = v.Cause
 	return r.rerunJob(ctx, s, c, job.Name)
+}
+
+// notOnRoster is the reason a candidate whose runner is not on its pool's
+// roster is not re-run.
+const notOnRoster = "runner not on this pool's roster"
+
+// onRoster reports whether runner is on the pool's roster. Only then is a candidate naming it the pool's to act on, and every
+// GitHub call about its job made with the pool's scope — the credentials of
+// the runner's pool.
+func (r *Reconciler) onRoster(ctx context.Context, s *sweep, runner string) (bool, error) {
+	return r.opts.Roster.Has(ctx, s.p.Name, runner)
 }
 
 // otherStarts are when the other jobs c's runner took started (none are read
@@ -421,16 +443,35 @@ func (r *Reconciler) callRerun(ctx context.Context, s *sweep, c rerun.Candidate,
 	case err == nil:
 		s.stats.reruns.delays = append(s.stats.reruns.delays, s.now.Sub(c.Completed()))
 		return r.settleRerun(ctx, s, c, rerun.Rerun, reason)
-	case refusedForGood(err):
-		return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+	case refusedForGood(err) || answeredWithError(err) && givenUp(s, c):
+		return r.refuseRerun(ctx, s, c, from, err)
 	}
 	return r.rerunLater(ctx, s, c, err)
 }
 
+// refuseRerun records that GitHub refused c's call from attempt from for
+// good, or still refused it at rerun.GiveUpAfter. GitHub answered the call, so
+// it did not move the run: c's claim on that attempt and its charge are given
+// back, and the run's other jobs whose runners died are re-run in turn rather
+// than wait behind a call that never moves the run.
+func (r *Reconciler) refuseRerun(ctx context.Context, s *sweep, c rerun.Candidate, from int, err error) error {
+	if err := r.opts.Reruns.Release(ctx, c, from); err != nil {
+		return err
+	}
+	return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
+}
+
+// givenUp: c has waited rerun.GiveUpAfter since its failure was recorded.
+func givenUp(s *sweep, c rerun.Candidate) bool { return s.now.Sub(c.Recorded()) > rerun.GiveUpAfter }
+
 // jobIn is the id of c's job in attempt from of its run, whose latest jobs
 // are jobs: c's own in its own attempt; in a later one, the one job of that
 // name (GitHub carries a job that was not re-run into the new attempt under
-// its name). It says why there is none to re-run ("" when there is).
+// its name) — or, of several of that name (a matrix whose jobs share one),
+// the one carried with c's results: c's runner, and GitHub's start and
+// completion of c's job (c's times are GitHub's by then: decideRerun). A
+// runner runs one job at a time, so two jobs cannot share all three. It says
+// why there is none to re-run ("" when there is).
 func jobIn(c rerun.Candidate, name string, from int, jobs []githubapi.Job) (int64, string) {
 	if from == max(c.RunAttempt, 1) {
 		return c.JobID, ""
@@ -439,6 +480,15 @@ func jobIn(c rerun.Candidate, name string, from int, jobs []githubapi.Job) (int6
 	for _, j := range jobs {
 		if j.Name == name && j.RunAttempt == from {
 			named = append(named, j)
+		}
+	}
+	if len(named) > 1 {
+		named = slices.DeleteFunc(named, func(j githubapi.Job) bool {
+			return j.RunnerName != c.Runner || unixMillis(j.Started) != c.StartedMillis || unixMillis(j.Completed) != c.CompletedMillis
+		})
+		if len(named) != 1 {
+			return 0, fmt.Sprintf("attempt %d of the run has %d jobs named %q carried from runner %s with this job's times: which one is this job cannot be told",
+				from, len(named), name, c.Runner)
 		}
 	}
 	switch {
@@ -461,7 +511,7 @@ func (w rerunWait) Error() string { return string(w) }
 // otherwise (it waited for another job's re-run, GitHub still showed the job
 // running, or GitHub could not be reached), with the reason it waited.
 func (r *Reconciler) rerunLater(ctx context.Context, s *sweep, c rerun.Candidate, err error) error {
-	if s.now.Sub(c.Recorded()) > rerun.GiveUpAfter {
+	if givenUp(s, c) {
 		if answeredWithError(err) {
 			return r.settleRerun(ctx, s, c, rerun.Refused, err.Error())
 		}

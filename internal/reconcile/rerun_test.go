@@ -14,10 +14,15 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/rerun"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scaling"
 	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // memReruns is an in-memory rerun.Store with its rules: a candidate is decided
@@ -108,6 +113,17 @@ func (m *memReruns) Calls(_ context.Context, c rerun.Candidate) (map[int]int64, 
 	return out, nil
 }
 
+func (m *memReruns) Release(_ context.Context, c rerun.Candidate, from int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.calls[c.RunID][from] != c.JobID || !slices.Contains(m.paid[c.RunID], c.JobID) {
+		return nil
+	}
+	delete(m.calls[c.RunID], from)
+	m.paid[c.RunID] = slices.DeleteFunc(m.paid[c.RunID], func(j int64) bool { return j == c.JobID })
+	return nil
+}
+
 func (m *memReruns) Decide(_ context.Context, c rerun.Candidate, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -142,6 +158,11 @@ type rerunEnv struct {
 	job    githubsim.Job
 }
 
+// options are the reconciler's options of e: its job links, re-runs and roster.
+func (e *rerunEnv) options() reconcile.Options {
+	return reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}
+}
+
 func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 	t.Helper()
 	return newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure}, opts...)
@@ -152,7 +173,8 @@ func newRerunEnv(t *testing.T, opts ...func(*githubsim.Options)) *rerunEnv {
 type jobRun struct {
 	conclusion   githubsim.JobConclusion
 	anotherTaker bool
-	running      bool // GitHub still shows the job running: it is not completed
+	running      bool   // GitHub still shows the job running: it is not completed
+	name         string // the job's name in its run ("": the simulator's, one of its own)
 }
 
 func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *rerunEnv {
@@ -162,14 +184,14 @@ func newRerunEnvOf(t *testing.T, run jobRun, opts ...func(*githubsim.Options)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	e.mustSweep(1, e.clock.Now())
 	name := e.statefulSets()[0]
 	r := e.start(name)
 	e.runner = r.Name
-	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}})
+	e.job = e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Name: run.name})
 	started, taker := e.clock.Now(), r
 	if run.anotherTaker {
 		taker = e.foreignRunner()
@@ -217,6 +239,77 @@ func (e *rerunEnv) oomKilled() {
 
 func (e *rerunEnv) rerunCalls() int {
 	return e.sim.Calls()["POST /repos/{owner}/{repo}/actions/jobs/{job_id}/rerun"]
+}
+
+// TestCandidateIsActedOnOnlyForARunnerOnItsPoolsRoster: a candidate is a claim
+// anyone holding the webhook's role can write in any pool's partition. One in
+// pool p's partition for a job whose runner died under it is re-run only when
+// that runner is on p's roster; for a runner on another pool's roster, or on
+// no roster, it is decided not re-run, saying so,
+// without a call to GitHub and without charging the run's budget.
+func TestCandidateIsActedOnOnlyForARunnerOnItsPoolsRoster(t *testing.T) {
+	t.Parallel()
+	const notOnRoster = "runner not on this pool's roster"
+	for _, tc := range []struct {
+		name   string
+		on     string // the pool whose roster holds the runner ("": none)
+		want   rerun.Decision
+		reason string
+	}{
+		{"on the pool's roster", "p", rerun.Rerun, ""},
+		{"on another pool's roster", "q", rerun.NotRerun, notOnRoster},
+		{"on no roster", "", rerun.NotRerun, notOnRoster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The job ran on a runner the pool's sweeper did not create, which
+			// an OOM kill ended under it (a death the sweeper of its own pool
+			// recorded), and GitHub failed it.
+			e := newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure, anotherTaker: true})
+			const runner = "other-team-runner"
+			c := e.store.get(e.job.ID)
+			c.Runner = runner
+			e.store.cands[e.job.ID] = c
+			e.store.deaths[runner] = []rerun.Death{{Runner: runner, Cause: "runner container OOMKilled (exit code 137)",
+				FromMillis: c.Completed().Add(-10 * time.Second).UnixMilli(), ToMillis: c.Completed().Add(-10 * time.Second).UnixMilli(), Killed: true}}
+			if tc.on != "" {
+				if err := e.roster.Add(t.Context(), roster.Runner{Pool: tc.on, Name: runner}, e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var err error
+			if e.rec, err = reconcile.New(e.cfg(), e.kube, e.gh, e.clock, nil, e.options()); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Step(rerun.Settle)
+			for range 2 {
+				if err := e.sweep(1, e.clock.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := e.store.get(e.job.ID)
+			if got.Decision != tc.want || !strings.Contains(got.Reason, tc.reason) {
+				t.Fatalf("decision %+v: want %q, reason containing %q", got, tc.want, tc.reason)
+			}
+			wantCalls, wantPaid := 0, 0
+			if tc.want == rerun.Rerun {
+				wantCalls, wantPaid = 1, 1
+			}
+			if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != wantCalls || len(paid) != wantPaid {
+				t.Fatalf("%d re-run calls, budget charged for %v: want %d call(s), %d charge(s)", n, paid, wantCalls, wantPaid)
+			}
+		})
+	}
+}
+
+// cfg is the pools file of newRerunEnvOf's reconciler.
+func (e *rerunEnv) cfg() *pool.Config {
+	e.t.Helper()
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, true, "runner:1")))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return cfg
 }
 
 // A job whose runner was OOM-killed under it is re-run once through GitHub, and
@@ -428,7 +521,7 @@ func TestRerunWhoseAnswerWasLostIsNotRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
+	if e.rec, err = reconcile.New(cfg, e.kube, &lostAnswer{Client: e.gh}, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	e.oomKilled()
@@ -504,29 +597,27 @@ func TestRerunIsDecidedByGitHubsAccountOfTheJob(t *testing.T) {
 
 // twoJobsOfOneRun is a rerunEnv whose pool re-runs up to twice per workflow
 // run, with a second runner of the pool that ran and failed the run's second
-// job 30 s after the first completed, and the webhook's record of that failure.
-func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
+// job 30 s after the first completed, and the webhook's record of that failure;
+// both jobs are named name in their run ("": each its own name).
+func twoJobsOfOneRun(t *testing.T, name string) (*rerunEnv, string, githubsim.Job) {
 	t.Helper()
-	e := newRerunEnv(t)
-	yaml := strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)
-	cfg, err := pool.Parse([]byte(yaml))
-	if err != nil || cfg.Pool("p").Reruns() != 2 {
-		t.Fatalf("pool with rerunsPerRun 2: %v", err)
-	}
+	e := newRerunEnvOf(t, jobRun{conclusion: githubsim.JobFailure, name: name})
+	cfg := e.twoRerunsCfg()
 	e.pool = cfg.Pool("p")
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: e.store, Roster: e.roster}); err != nil {
+	var err error
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, e.options()); err != nil {
 		t.Fatal(err)
 	}
 	before := e.statefulSets()
 	e.mustSweep(2, e.clock.Now())
-	var name string
+	var sts string
 	for _, n := range e.statefulSets() {
 		if !slices.Contains(before, n) {
-			name = n
+			sts = n
 		}
 	}
-	r := e.start(name)
-	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, RunID: e.job.RunID})
+	r := e.start(sts)
+	job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, RunID: e.job.RunID, Name: name})
 	started := e.clock.Now()
 	if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != job.ID {
 		t.Fatalf("runner %s taking job %d: %v %v %v", r.Name, job.ID, got.ID, ok, err)
@@ -547,9 +638,21 @@ func twoJobsOfOneRun(t *testing.T) (*rerunEnv, string, githubsim.Job) {
 // runners were both OOM-killed under them are each re-run, as GitHub allows —
 // the first from attempt 1, the second as attempt 2 carried it, once the first
 // one's re-run is over — and the budget is charged for each; neither decision
-// says "re-run already" of a job nobody re-ran.
+// says "re-run already" of a job nobody re-ran. Two jobs of one name (a
+// matrix whose jobs share it) are told apart in attempt 2 by the runner and
+// times the second one carries there.
 func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
-	e, second, job2 := twoJobsOfOneRun(t)
+	t.Parallel()
+	for _, tc := range []struct{ name, jobName string }{{"jobs of their own names", ""}, {"jobs of one name", "build"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			jobsOfOneRunAreEachRerun(t, tc.jobName)
+		})
+	}
+}
+
+func jobsOfOneRunAreEachRerun(t *testing.T, jobName string) {
+	e, second, job2 := twoJobsOfOneRun(t, jobName)
 	e.oomKilled()
 	completed2 := e.store.get(job2.ID).Completed()
 	e.setRunnerStatus(strings.TrimSuffix(second, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
@@ -596,6 +699,75 @@ func TestJobsOfOneRunWhoseRunnersDiedAreEachRerun(t *testing.T) {
 	}
 }
 
+// refuseFirst is GitHub that refuses for good (404) the first re-run asked
+// of it, and answers the others.
+type refuseFirst struct {
+	*githubapi.Client
+	mu      sync.Mutex
+	refused int64 // the job refused (0: none yet)
+}
+
+func (g *refuseFirst) RerunJob(ctx context.Context, s scope.Scope, repo string, jobID int64) error {
+	g.mu.Lock()
+	first := g.refused == 0
+	if first {
+		g.refused = jobID
+	}
+	g.mu.Unlock()
+	if first {
+		return &githubapi.APIError{Op: githubapi.OpRerunJob, Status: 404, Message: "Not Found"}
+	}
+	return g.Client.RerunJob(ctx, s, repo, jobID)
+}
+
+// TestRefusedCallDoesNotBlockTheOtherJobsOfItsRun: of two jobs of one run
+// whose runners died under them, the one whose call GitHub refuses for good is
+// decided refused, and gives back its claim on the attempt and its charge: the
+// other is re-run from that attempt in the same sweep, rather than wait
+// behind a call that never moved the run, and the budget pays for it alone.
+func TestRefusedCallDoesNotBlockTheOtherJobsOfItsRun(t *testing.T) {
+	t.Parallel()
+	e, second, job2 := twoJobsOfOneRun(t, "")
+	gh := &refuseFirst{Client: e.gh}
+	var err error
+	if e.rec, err = reconcile.New(e.twoRerunsCfg(), e.kube, gh, e.clock, nil, e.options()); err != nil {
+		t.Fatal(err)
+	}
+	e.oomKilled()
+	completed2 := e.store.get(job2.ID).Completed()
+	e.setRunnerStatus(strings.TrimSuffix(second, "-0"), corev1.ContainerStatus{State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(completed2.Add(-10 * time.Second))}}})
+	e.clock.Step(rerun.Settle)
+	_ = e.sweep(2, e.clock.Now())
+	refused, other := e.store.get(gh.refused), e.store.get(e.job.ID)
+	if other.JobID == refused.JobID {
+		other = e.store.get(job2.ID)
+	}
+	if refused.Decision != rerun.Refused || !strings.Contains(refused.Reason, "404") {
+		t.Fatalf("the job whose call GitHub refused: %+v, want refused with GitHub's answer", refused)
+	}
+	if other.Decision != rerun.Rerun || other.Reason != "" {
+		t.Fatalf("the run's other job: %+v, want re-run from attempt 1 by its own call", other)
+	}
+	if got := e.sim.Reruns()[other.JobID]; len(got) != 1 {
+		t.Fatalf("GitHub's re-runs of job %d: %v, want one", other.JobID, got)
+	}
+	if paid := e.store.paid[e.job.RunID]; !slices.Equal(paid, []int64{other.JobID}) {
+		t.Fatalf("budget charged for %v, want job %d alone", paid, other.JobID)
+	}
+}
+
+// twoRerunsCfg is twoJobsOfOneRun's pools file: pool p re-runs up to twice
+// per workflow run.
+func (e *rerunEnv) twoRerunsCfg() *pool.Config {
+	e.t.Helper()
+	cfg, err := pool.Parse([]byte(strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n", "    maxReplicas: 10\n    rerunsPerRun: 2\n", 1)))
+	if err != nil || cfg.Pool("p").Reruns() != 2 {
+		e.t.Fatalf("pool with rerunsPerRun 2: %v", err)
+	}
+	return cfg
+}
+
 // A run someone else re-ran before the sweeper could is not said to be re-run
 // by this deployment: the job is decided not re-run, saying who moved the run
 // on, and the budget is not charged.
@@ -614,4 +786,141 @@ func TestRunRerunBySomeoneElseIsNotClaimed(t *testing.T) {
 	if n, paid := e.rerunCalls(), e.store.paid[e.job.RunID]; n != 1 || len(paid) != 0 {
 		t.Fatalf("%d re-run calls (the person's: 1), budget charged for %v (want none)", n, paid)
 	}
+}
+
+// TestJobsOfOneRunInTwoPoolsAreEachRerun: two jobs of one workflow run, one
+// run by pool p's runner and one by pool q's, whose runners were both
+// OOM-killed under them, are each re-run by the sweeper of its own pool, with
+// the deployment's table (rerun.Store). The pool that comes second sees the
+// first one's call from attempt 1 — this deployment's re-run of another job of
+// the run, not someone else's — and re-runs its job from attempt 2 once that
+// re-run is over; the run's one budget is charged once per job.
+func TestJobsOfOneRunInTwoPoolsAreEachRerun(t *testing.T) {
+	e := newEnv(t, true)
+	db, name := testenv.Table(t)
+	store, ros := rerun.NewStore(db, name), roster.NewStore(db, name)
+	cfg, err := pool.Parse([]byte(strings.Replace(poolYAML(e.ns, true, "runner:1"), "    maxReplicas: 10\n",
+		"    maxReplicas: 10\n    rerunsPerRun: 2\n", 1) + `
+  - name: q
+    organization: acme
+    labels: [small]
+    ephemeral: true
+    maxReplicas: 1
+    rerunsPerRun: 2
+    kubernetes: {namespace: ` + e.ns + `, image: "runner:1", template: {spec: {schedulerName: runnerscaler.dev/no-scheduler}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: store, Roster: ros}); err != nil {
+		t.Fatal(err)
+	}
+	pools := map[string]*pool.Pool{"p": cfg.Pool("p"), "q": cfg.Pool("q")}
+	statuses := map[string]*poolstate.Status{"p": {}, "q": {}}
+	sweep := func(name string) error {
+		return e.rec.Reconcile(t.Context(), pools[name], scaling.Decision{Desired: 1, EffectiveTime: e.clock.Now()}, statuses[name])
+	}
+	// Each pool's runner takes and fails a job of the run, 30 s long; the
+	// webhook records each failure in the runner's pool.
+	var run int64
+	jobs := map[string]githubsim.Job{}
+	for _, pl := range []string{"p", "q"} {
+		if err := sweep(pl); err != nil {
+			t.Fatalf("sweep of pool %s: %v", pl, err)
+		}
+		var sts string
+		for _, n := range e.statefulSets() {
+			if strings.HasPrefix(n, pl+"-") {
+				sts = n
+			}
+		}
+		e.run(sts)
+		r := e.registerIn(sts, pools[pl])
+		job := e.sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: pools[pl].Labels, RunID: run})
+		run = job.RunID
+		started := e.clock.Now()
+		if got, ok, err := e.sim.AcquireJob(r.ID); !ok || err != nil || got.ID != job.ID {
+			t.Fatalf("runner %s taking job %d: %v %v %v", r.Name, job.ID, got.ID, ok, err)
+		}
+		e.clock.Step(30 * time.Second)
+		if err := e.sim.CompleteJobAs(job.ID, githubsim.JobFailure); err != nil {
+			t.Fatal(err)
+		}
+		completed := e.clock.Now()
+		e.setRunnerStatus(sts, corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.NewTime(completed.Add(-10 * time.Second))}}})
+		c := rerun.Candidate{Pool: pl, JobID: job.ID, RunID: job.RunID, RunAttempt: 1, Repository: "acme/app", Runner: r.Name,
+			Conclusion: "failure", StartedMillis: started.UnixMilli(), CompletedMillis: completed.UnixMilli()}
+		if fresh, err := store.Record(t.Context(), c, completed); err != nil || !fresh {
+			t.Fatalf("recording the failure of job %d: %v %v", job.ID, fresh, err)
+		}
+		jobs[pl] = job
+	}
+	decision := func(pl string) rerun.Candidate {
+		t.Helper()
+		c, ok, err := store.Get(t.Context(), pl, jobs[pl].ID)
+		if err != nil || !ok {
+			t.Fatalf("the candidate of job %d in pool %s: %v %v", jobs[pl].ID, pl, ok, err)
+		}
+		return c
+	}
+	e.clock.Step(rerun.Settle)
+	_ = sweep("p")
+	_ = sweep("q")
+	if p, q := decision("p"), decision("q"); p.Decision != rerun.Rerun || q.Decision != rerun.Pending {
+		t.Fatalf("after a sweep of each pool: p's %+v, q's %+v; want p's re-run, q's waiting for it to be over", p, q)
+	}
+	again := e.sim.Reruns()[jobs["p"].ID]
+	if len(again) != 1 {
+		t.Fatalf("re-runs of job %d: %v, want one", jobs["p"].ID, again)
+	}
+	other := e.registerIn("other-team", pools["p"])
+	if got, ok, err := e.sim.AcquireJob(other.ID); !ok || err != nil || got.ID != again[0] {
+		t.Fatalf("taking the re-run %d: %v %v %v", again[0], got.ID, ok, err)
+	}
+	if err := e.sim.CompleteJobAs(again[0], githubsim.JobSuccess); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(time.Minute)
+	_ = sweep("q")
+	q := decision("q")
+	if q.Decision != rerun.Rerun || !strings.Contains(q.Reason, "of attempt 2") || !strings.Contains(q.Cause, "OOMKilled") {
+		t.Fatalf("q's decision %+v: want its job re-run by its own call, from attempt 2", q)
+	}
+	for pl, job := range jobs {
+		if got := e.sim.Reruns()[job.ID]; len(got) != 1 {
+			t.Fatalf("GitHub's re-runs of pool %s's job %d: %v, want one", pl, job.ID, got)
+		}
+	}
+	third := rerun.Candidate{Pool: "q", JobID: 999, RunID: run, Repository: "acme/app"}
+	if ok, err := store.Charge(t.Context(), third, 2, e.clock.Now()); err != nil || ok {
+		t.Fatalf("charging a third job of the run with a budget of 2: %v %v, want refused (the run's 2 re-runs are spent)", ok, err)
+	}
+	if ok, err := store.Charge(t.Context(), third, 3, e.clock.Now()); err != nil || !ok {
+		t.Fatalf("charging a third job of the run with a budget of 3: %v %v, want charged (the run paid for 2 jobs only)", ok, err)
+	}
+}
+
+// registerIn plays a runner of pool pl registering with the credentials in the
+// Secret of StatefulSet sts; without such a Secret, it registers in pl's scope
+// as a runner this deployment did not make, named sts.
+func (e *env) registerIn(sts string, pl *pool.Pool) githubsim.Runner {
+	e.t.Helper()
+	reg := githubsim.Registration{Scope: "organization/acme", Name: sts + "-0", Labels: pl.Labels, Ephemeral: pl.IsEphemeral()}
+	sec, err := e.raw.CoreV1().Secrets(e.ns).Get(e.t.Context(), sts, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		reg.JITConfig, reg.Token = string(sec.Data[runnerpod.SecretJITConfig]), string(sec.Data[runnerpod.SecretToken])
+	default:
+		tok, err := e.gh.RegistrationToken(e.t.Context(), pl.Scope())
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		reg.Token, reg.Name = tok.Token, sts
+	}
+	r, err := e.sim.Register(reg)
+	if err != nil {
+		e.t.Fatalf("runner %s registering: %v", reg.Name, err)
+	}
+	return r
 }

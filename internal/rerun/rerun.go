@@ -6,12 +6,16 @@
 // deployment's runners, and that runner died under it: its container was OOM-killed or killed, its runner exited with an
 // error, or its pod was deleted, evicted or lost with its node while the job
 // ran (a Death the sweeper recorded, package reconcile). A job whose runner was
-// alive and exited normally failed by itself and is never re-run. Each
-// workflow run is re-run at most the pool's `rerunsPerRun` times (Budget).
+// alive and exited normally failed by itself and is never re-run. A workflow
+// run has one budget, whatever pools its jobs ran in: a pool re-runs a job of
+// it only while the run's re-runs, by every pool, are fewer than that pool's
+// `rerunsPerRun` (Store.Charge).
 //
-// The webhook records a Candidate for each such failure; the sweeper of the
-// runner's pool decides it (Decide), charges the run's budget, and asks GitHub
-// to re-run the job. A candidate is only a claim: before a re-run the sweeper
+// The webhook records a Candidate for each such failure in the partition of
+// the runner's pool; the sweeper of that pool acts on it only when the runner
+// is on the pool's roster (package reconcile), decides it (Decide), charges
+// the run's budget, and asks GitHub to re-run the job with the pool's
+// credentials. A candidate is only a claim: before a re-run the sweeper
 // reads the job from GitHub and decides again by GitHub's conclusion, run,
 // attempt, runner and times, with the deaths it recorded itself; deaths and
 // budgets live in partitions only the sweeper writes (package table). A
@@ -24,10 +28,13 @@
 // run whose runner died is re-run by its own call, one attempt after another:
 // the first from its own attempt, the next — once that re-run is over — as the
 // latest attempt carries it (Next). Each call is recorded on the run's budget
-// item before it is made, one per attempt (Store.Claim), so an attempt after a
-// job's own is known to be this deployment's re-run of that job (a call whose
-// answer was lost), of another of its jobs (the job is still to be re-run), or
-// someone else's (then nothing is claimed for the job). Re-running the run's
+// item before it is made, one per attempt (Store.Claim); the item is the run's,
+// not a pool's, so an attempt after a job's own is known — by the sweeper of
+// any pool the run's jobs ran in — to be this deployment's re-run of that job
+// (a call whose answer was lost), of another of its jobs (the job is still to
+// be re-run), or someone else's (then nothing is claimed for the job). A call
+// GitHub refused did not move the run: its claim and its charge are given back
+// (Store.Release), and the next job of the run claims that attempt. Re-running the run's
 // failed jobs in one call is not done: it would re-run jobs that failed by
 // themselves too.
 package rerun
@@ -48,10 +55,11 @@ const (
 	Pending Decision = ""
 	// Rerun: GitHub accepted the re-run.
 	Rerun Decision = "rerun"
-	// NotRerun: the job failed by itself; re-runs are off, the budget is
-	// spent, or the job's repository is outside the pool's scope; GitHub's
-	// account of the job differs from the candidate's (no such job, not
-	// failed, another run, attempt or runner); someone else re-ran the run;
+	// NotRerun: the candidate's runner is not on its pool's roster; the job
+	// failed by itself; re-runs are off, the budget is spent, or the job's
+	// repository is outside the pool's scope; GitHub's account of the job
+	// differs from the candidate's (no such job, not failed, another run,
+	// attempt or runner); someone else re-ran the run;
 	// the job cannot be told apart in the run's latest attempt; or the re-run
 	// still waited, at GiveUpAfter, for something other than GitHub's refusal
 	// (another job's re-run, the job shown running, GitHub out of reach).

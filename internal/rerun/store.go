@@ -20,7 +20,11 @@ import (
 // re-run for 30 days, and a re-run may fail again days after the first.
 const Retention = 31 * 24 * time.Hour
 
-// Store keeps candidates, deaths and budgets in the deployment's table.
+// Store keeps candidates, deaths and budgets in the deployment's table: a
+// candidate in its runner's pool's partition (table.PoolPK, which the webhook
+// writes), a death in its runner's (table.DeathsPK), and a workflow run's
+// budget and calls in the run's (table.RunPK); only the sweeper writes the
+// last two.
 type Store struct {
 	db table.Table
 }
@@ -144,12 +148,19 @@ func (s *Store) Later(ctx context.Context, c Candidate, next time.Time) error {
 	return nil
 }
 
-// Charge takes one re-run of c's workflow run from the pool's budget of max per
-// run and reports whether it could. Charging the same job again is free and
-// answers true: a sweeper that retries a refused re-run, or one killed between
-// the charge and the call, does not spend the budget twice.
+// runKey is the item of c's workflow run that holds its budget and calls: one
+// per run (repository and run id), whichever pools its jobs ran in.
+func runKey(c Candidate) map[string]types.AttributeValue {
+	return table.Key(table.RunPK(c.Repository, c.RunID), table.RerunsSK)
+}
+
+// Charge takes one re-run of c's workflow run from its budget and reports
+// whether it could: the run's re-runs, counted over all the pools its jobs ran
+// in, stay below max (the charging pool's rerunsPerRun). Charging the same job
+// again is free and answers true: a sweeper that retries a refused re-run, or
+// one killed between the charge and the call, does not spend the budget twice.
 func (s *Store) Charge(ctx context.Context, c Candidate, max int, now time.Time) (bool, error) {
-	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
+	key := runKey(c)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                      key,
 		UpdateExpression:         aws.String("ADD #n :one, #jobs :job SET #ttl = :ttl"),
@@ -185,9 +196,10 @@ const callPrefix = "call"
 // from attempt from of its run, unless it recorded a call for another job from
 // that attempt; it returns the job whose call from that attempt is recorded
 // (c.JobID: c's). A run moves to a new attempt with each re-run, so one call
-// per attempt is all GitHub lets through.
+// per attempt is all GitHub lets through; the calls are the run's, shared by
+// the sweepers of all the pools its jobs ran in.
 func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time) (int64, error) {
-	key := table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID))
+	key := runKey(c)
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                      key,
 		UpdateExpression:         aws.String("SET #call = :job, #ttl = if_not_exists(#ttl, :ttl)"),
@@ -206,10 +218,30 @@ func (s *Store) Claim(ctx context.Context, c Candidate, from int, now time.Time)
 	return calls[from], err
 }
 
-// Calls returns the re-run calls recorded for c's workflow run (Claim).
+// Release gives back c's claim on attempt from of its run and c's charge of
+// the run's budget: GitHub answered c's call from that attempt with a refusal,
+// so the call did not move the run, and the run's other jobs may claim that
+// attempt and the budget rather than wait behind it. A claim on that attempt
+// for another job, or none, is left as it is.
+func (s *Store) Release(ctx context.Context, c Candidate, from int) error {
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		Key:                      runKey(c),
+		UpdateExpression:         aws.String("REMOVE #call DELETE #jobs :job ADD #n :minusOne"),
+		ConditionExpression:      aws.String("#call = :id AND contains(#jobs, :id)"),
+		ExpressionAttributeNames: map[string]string{"#call": callPrefix + strconv.Itoa(from), "#jobs": "jobs", "#n": "reruns"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":id": table.Num(c.JobID), ":minusOne": table.Num(-1),
+			":job": &types.AttributeValueMemberNS{Value: []string{fmt.Sprint(c.JobID)}}},
+	})
+	if err != nil && !table.ConditionFailed(err) {
+		return fmt.Errorf("releasing the re-run call of job %d from attempt %d: %w", c.JobID, from, err)
+	}
+	return nil
+}
+
+// Calls returns the re-run calls recorded for c's workflow run (Claim), by
+// any pool's sweeper.
 func (s *Store) Calls(ctx context.Context, c Candidate) (Calls, error) {
-	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
-		Key: table.Key(table.SweepPK(c.Pool), table.RerunBudgetSK(c.Repository, c.RunID)), ConsistentRead: aws.Bool(true)})
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{Key: runKey(c), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("reading the re-run calls of run %d: %w", c.RunID, err)
 	}

@@ -116,6 +116,82 @@ func TestCallsOnePerAttempt(t *testing.T) {
 	}
 }
 
+// TestOneRunIsOneBudgetAndOneCallPerAttemptAcrossPools: jobs of one workflow
+// run that ran in two pools share the run's budget and its calls. Pool q's
+// charge finds the run's one re-run spent by pool p's job, and q's claim from
+// attempt 1 answers p's job, the holder of that attempt's call, which q's
+// Calls read back, whichever case the repository's name is spelt in; a run of
+// the same id in another repository is another run.
+func TestOneRunIsOneBudgetAndOneCallPerAttemptAcrossPools(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	ctx := t.Context()
+	inP := rerun.Candidate{Pool: "p", JobID: 1, RunID: 90, Repository: "acme/app"}
+	inQ := rerun.Candidate{Pool: "q", JobID: 2, RunID: 90, Repository: "Acme/App"} // as another delivery may spell it
+	elsewhere := rerun.Candidate{Pool: "q", JobID: 3, RunID: 90, Repository: "acme/other"}
+	if ok, err := s.Charge(ctx, inP, 1, t0); err != nil || !ok {
+		t.Fatalf("Charge(job 1 in pool p) = %v %v, want true", ok, err)
+	}
+	if ok, err := s.Charge(ctx, inQ, 1, t0); err != nil || ok {
+		t.Fatalf("Charge(job 2 in pool q) = %v %v, want false: the run's one re-run went to job 1 in pool p", ok, err)
+	}
+	if holder, err := s.Claim(ctx, inP, 1, t0); err != nil || holder != 1 {
+		t.Fatalf("Claim(job 1 in pool p from attempt 1) = %d %v, want 1", holder, err)
+	}
+	if holder, err := s.Claim(ctx, inQ, 1, t0); err != nil || holder != 1 {
+		t.Fatalf("Claim(job 2 in pool q from attempt 1) = %d %v, want 1: pool p's call holds that attempt", holder, err)
+	}
+	if calls, err := s.Calls(ctx, inQ); err != nil || len(calls) != 1 || calls[1] != 1 {
+		t.Fatalf("Calls seen from pool q = %v %v, want {1: 1}, pool p's call", calls, err)
+	}
+	if ok, err := s.Charge(ctx, elsewhere, 1, t0); err != nil || !ok {
+		t.Fatalf("Charge(run 90 of acme/other) = %v %v, want true: another repository's run", ok, err)
+	}
+	if calls, err := s.Calls(ctx, elsewhere); err != nil || len(calls) != 0 {
+		t.Fatalf("Calls of run 90 of acme/other = %v %v, want none", calls, err)
+	}
+}
+
+// TestReleaseGivesBackTheAttemptAndTheCharge: a job whose call GitHub refused
+// gives back its claim on the attempt and its charge, so that another job of
+// the run may claim both; releasing a claim that is another job's changes
+// nothing.
+func TestReleaseGivesBackTheAttemptAndTheCharge(t *testing.T) {
+	db, name := testenv.Table(t)
+	s := rerun.NewStore(db, name)
+	ctx := t.Context()
+	job := func(id int64) rerun.Candidate {
+		return rerun.Candidate{Pool: "p", JobID: id, RunID: 90, Repository: "acme/app"}
+	}
+	if ok, err := s.Charge(ctx, job(1), 1, t0); err != nil || !ok {
+		t.Fatalf("Charge(job 1) = %v %v", ok, err)
+	}
+	if holder, err := s.Claim(ctx, job(1), 1, t0); err != nil || holder != 1 {
+		t.Fatalf("Claim(job 1 from attempt 1) = %d %v", holder, err)
+	}
+	if err := s.Release(ctx, job(2), 1); err != nil {
+		t.Fatalf("Release(job 2, not the holder) = %v", err)
+	}
+	if calls, err := s.Calls(ctx, job(2)); err != nil || len(calls) != 1 || calls[1] != 1 {
+		t.Fatalf("Calls after another job's release = %v %v, want {1: 1}", calls, err)
+	}
+	if ok, err := s.Charge(ctx, job(2), 1, t0); err != nil || ok {
+		t.Fatalf("Charge(job 2) before job 1's release = %v %v, want false", ok, err)
+	}
+	if err := s.Release(ctx, job(1), 1); err != nil {
+		t.Fatalf("Release(job 1) = %v", err)
+	}
+	if calls, err := s.Calls(ctx, job(2)); err != nil || len(calls) != 0 {
+		t.Fatalf("Calls after job 1's release = %v %v, want none", calls, err)
+	}
+	if ok, err := s.Charge(ctx, job(2), 1, t0); err != nil || !ok {
+		t.Fatalf("Charge(job 2) after job 1's release = %v %v, want true", ok, err)
+	}
+	if holder, err := s.Claim(ctx, job(2), 1, t0); err != nil || holder != 2 {
+		t.Fatalf("Claim(job 2 from attempt 1) after job 1's release = %d %v, want 2", holder, err)
+	}
+}
+
 // Deaths live in a partition of their own (DIED#<runner>), apart from the
 // runner's job links, and neither read returns the other's items; a death is
 // read back whole.

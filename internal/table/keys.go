@@ -17,10 +17,10 @@ import (
 //	UNROUTED          JOB#<jobId>          a job no pool matched (reservation)
 //	SWEEP#<pool>      STATUS               the pool's status (poolstate)
 //	SWEEP#<pool>      LEASE                the pool's lease (lease)
-//	SWEEP#<pool>      RUN#<repo>#<runId>   a workflow run's re-run budget (rerun)
 //	ROSTER#<pool>     <runner>             a live runner this deployment created: its identity (roster)
 //	ROSTER#<pool>#retired <runner>         a retired runner, kept for late deliveries (roster)
 //	DIED#<runner>     DIED#<key>           a death of the runner the sweeper saw (rerun.Death.Key)
+//	RUN#<repo>#<runId> RERUNS              a workflow run's re-run budget and calls, whatever pools its jobs ran in (rerun)
 //	GROUPS            <scope>#<group>      who may use a pool's runner group (groupaccess)
 //	TABLE             WEBHOOK#deliveries   the last look at the webhook's delivery log (redeliver)
 //	TABLE             RELEASE#runner       the actions/runner releases the daily check saw (runnerversion)
@@ -29,8 +29,10 @@ import (
 // The partitions are split by who writes them, so that an IAM policy can keep
 // the webhook to its own with dynamodb:LeadingKeys: it writes POOL#, RUNNER#
 // and UNROUTED, and only reads ROSTER# and GROUPS; everything the sweeper
-// decides by (its lease and status, re-run budgets, the runners it created,
-// the deaths it saw, the drain mark) is in partitions only the sweeper writes.
+// decides by (its lease and status, re-run budgets and calls, the runners it
+// created, the deaths it saw, the drain mark) is in partitions only the
+// sweeper writes. No partition key of the sweeper's begins with one of the
+// webhook's prefixes (RUN# is not RUNNER#).
 
 // PoolPK is the partition of what the webhook records about a pool's jobs:
 // their reservations, re-run candidates and queue waits, and the pointers to
@@ -42,7 +44,7 @@ func PoolPK(pool string) string { return "POOL#" + pool }
 func RunnerPK(runner string) string { return "RUNNER#" + runner }
 
 // SweepPK is the partition of what only the sweeper writes about a pool: its
-// lease, its status and its re-run budgets.
+// lease and its status.
 func SweepPK(pool string) string { return "SWEEP#" + pool }
 
 // RosterPK is the partition of the live runners the sweeper created for a
@@ -75,9 +77,12 @@ func MovedSK(jobID int64) string { return MovedSKPrefix + strconv.FormatInt(jobI
 // RerunSK is the sort key of a failed job's re-run decision, in its runner's pool's partition.
 func RerunSK(jobID int64) string { return "RERUN#" + strconv.FormatInt(jobID, 10) }
 
-// RerunBudgetSK is the sort key of a workflow run's re-run budget, in SweepPK.
-func RerunBudgetSK(repo string, runID int64) string {
-	return "RUN#" + repo + "#" + strconv.FormatInt(runID, 10)
+// RunPK is the partition of what only the sweeper writes about a workflow run
+// of repo ("owner/name"): its re-run budget and calls (RerunsSK), which the
+// sweepers of every pool its jobs ran in share. The repository's name is
+// lower-cased, as GitHub's names are case-insensitive.
+func RunPK(repo string, runID int64) string {
+	return "RUN#" + strings.ToLower(repo) + "#" + strconv.FormatInt(runID, 10)
 }
 
 // DeathSKPrefix begins the sort key of a runner's deaths (DeathSK).
@@ -129,4 +134,6 @@ const (
 	RunnerReleasesSK = "RELEASE#runner"
 	// DrainSK is the drain mark, in DrainPK.
 	DrainSK = "DRAIN"
+	// RerunsSK is a workflow run's re-run budget and calls, in RunPK.
+	RerunsSK = "RERUNS"
 )
