@@ -58,14 +58,6 @@ func (r *recordingRoster) Retire(ctx context.Context, pool, runner string, now t
 	return r.Store.Retire(ctx, pool, runner, now)
 }
 
-// Has: runner was added, to any pool (the tests of this roster have one; a
-// retired runner lingers on the roster).
-func (r *recordingRoster) Has(_ context.Context, _, runner string) (bool, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.added, runner), nil
-}
-
 // withRoster makes e's reconciler keep its runners on roster.
 func (e *env) withRoster(roster reconcile.Roster) {
 	e.t.Helper()
