@@ -1,7 +1,9 @@
 package reconcile_test
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -200,5 +202,70 @@ func TestRestartAfterAKillBeforeTheRunMarkerHolds(t *testing.T) {
 	}
 	if _, ok := e.sim.Runner(victim.ID); !ok || e.sim.Calls()[removeCall] != 0 {
 		t.Fatalf("runner on GitHub: %v, RemoveRunner calls %d; want it kept while its restarted container runs", ok, e.sim.Calls()[removeCall])
+	}
+}
+
+// TestForgedOrphanRecordsNoDeath: a pod named like a busy runner of pool p —
+// its very pod name, forged in the namespace of pool q of the same scope,
+// labelled as q's, with the finalizer and no owner — whose runner container
+// shows an OOM kill is no runner's for q's sweep: no death is recorded under
+// the runner's name (deaths are kept by runner name, whatever the pool), so no
+// job of p is re-run for it, and p's runner is untouched.
+func TestForgedOrphanRecordsNoDeath(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	name, id := busyVictim(t, e)
+	_, otherNS := testenv.Namespace(t)
+	cfg, err := pool.Parse(fmt.Appendf(nil, `
+pools:
+  - name: q
+    organization: acme
+    labels: [other]
+    maxReplicas: 2
+    kubernetes: {namespace: %s, image: runner:1}
+`, otherNS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newMemReruns()
+	q, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: store, Roster: e.roster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := e.pods()[name]
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: real.Name, Namespace: otherNS, Labels: map[string]string{runnerpod.LabelPool: "q"},
+		Finalizers: []string{runnerpod.Finalizer}}, Spec: *real.Spec.DeepCopy()}
+	pod.Spec.NodeName = "forged-node"
+	created, err := e.raw.CoreV1().Pods(otherNS).Create(t.Context(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.raw.CoreV1().Pods(otherNS).Patch(context.Background(), created.Name, "application/merge-patch+json",
+			[]byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+	created.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: runnerpod.ContainerName,
+		RestartCount: 1, State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
+			FinishedAt: metav1.NewTime(e.clock.Now())}}}}}
+	if _, err := e.raw.CoreV1().Pods(otherNS).UpdateStatus(t.Context(), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var st poolstate.Status
+	for range 2 {
+		e.clock.Step(time.Minute)
+		if err := q.Reconcile(t.Context(), cfg.Pool("q"), scaling.Decision{}, &st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.mu.Lock()
+	deaths := maps.Clone(store.deaths)
+	store.mu.Unlock()
+	if len(deaths) != 0 {
+		t.Fatalf("deaths recorded %v; want none for a forged pod", deaths)
+	}
+	victimUntouched(t, e, name, id)
+	if len(st.Foreign) != 1 {
+		t.Fatalf("q's status names foreign objects %q; want the forged pod", st.Foreign)
 	}
 }
