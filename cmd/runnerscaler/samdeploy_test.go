@@ -296,3 +296,83 @@ func TestExampleSamconfigDeploys(t *testing.T) {
 		t.Errorf("examples/samconfig.toml: %s", e)
 	}
 }
+
+// TestGettingStartedAnswersTheGuidedAuthPrompt: `sam deploy --guided` asks
+// "<Function> has no authentication. Is this okay? [y/N]" for each function
+// with an HTTP API event and no authorizer, and the default answer stops the
+// deploy; getting-started names each such question and its answer.
+func TestGettingStartedAnswersTheGuidedAuthPrompt(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../template.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tpl struct {
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Events map[string]struct {
+					Type       string         `yaml:"Type"`
+					Properties map[string]any `yaml:"Properties"`
+				} `yaml:"Events"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(b, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/getting-started.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	n := 0
+	for name, r := range tpl.Resources {
+		if r.Type != "AWS::Serverless::Function" {
+			continue
+		}
+		for _, e := range r.Properties.Events {
+			if (e.Type != "HttpApi" && e.Type != "Api") || e.Properties["Auth"] != nil {
+				continue
+			}
+			n++
+			q := "`" + name + " has no authentication. Is this okay? [y/N]`: answer **y**"
+			if !strings.Contains(text, q) {
+				t.Errorf("docs/getting-started.md does not say %s", q)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("template.yaml: no function with an HTTP API event and no authorizer; the webhook has one")
+	}
+}
+
+// TestStepsGetTheCodeFirst: a reader following the README's quick start or
+// getting-started meets the clone before the first command that needs the
+// checkout, and the CLI's install before its first use.
+func TestStepsGetTheCodeFirst(t *testing.T) {
+	t.Parallel()
+	needsCheckout := regexp.MustCompile(`(^|\s)(sam build|infra/|runner/|local/|\./cmd/)`)
+	for _, file := range []string{"../../README.md", "../../docs/getting-started.md"} {
+		_, code := split(t, file)
+		cloned, installed := false, false
+		for _, l := range code {
+			line := strings.TrimSpace(l.text)
+			if strings.HasPrefix(line, "git clone ") {
+				cloned = true
+			}
+			if !cloned && needsCheckout.MatchString(line) {
+				t.Errorf("%s:%d: %s: needs a checkout, and no git clone comes before", file, l.line, line)
+			}
+			if commandLine.MatchString(line) && !installed {
+				t.Errorf("%s:%d: %s: the CLI is used before its install", file, l.line, line)
+			}
+			if strings.HasPrefix(line, "go install ") && strings.Contains(line, "cmd/runnerscaler") {
+				installed = true
+			}
+		}
+		if !cloned {
+			t.Errorf("%s: no git clone", file)
+		}
+	}
+}
