@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -314,7 +315,10 @@ func (p *Pool) validate() []error {
 		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
 	var errs []error
 	for _, check := range checks {
-		if err := check(); err != nil {
+		err := check()
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, joined.Unwrap()...) // each element of a list on its own
+		} else if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -335,16 +339,28 @@ func (p *Pool) validateScope() error {
 	return nil
 }
 
+// validateLabels reports every bad label, each at its index. A label is one
+// word of the runner's comma-separated label list: no comma and no space.
+// `self-hosted`, which every runner gets (see AllLabels) and a pool cannot do
+// without, is refused in labels rather than registered twice: a file that lists
+// it reads as if it were optional.
 func (p *Pool) validateLabels() error {
+	var errs []error
 	for i, l := range p.Labels {
-		if strings.TrimSpace(l) == "" || strings.Contains(l, ",") {
-			return fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l)
+		switch {
+		case strings.TrimSpace(l) == "" || strings.Contains(l, ","):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l))
+		case strings.ContainsFunc(l, unicode.IsSpace):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q must contain no space: a label is one word of runs-on", i, l))
+		case strings.EqualFold(l, "self-hosted"):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q is implied: every runner has self-hosted, linux and its arch (%s); "+
+				"leave it out, jobs that ask for it still match", i, l, p.Arch))
 		}
 	}
 	if !slices.Contains(Arches, p.Arch) {
-		return fmt.Errorf("arch: %q must be one of %v", p.Arch, Arches)
+		errs = append(errs, fmt.Errorf("arch: %q must be one of %v", p.Arch, Arches))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (p *Pool) validateRegistration() error {
