@@ -91,7 +91,9 @@ func TestDrainWithoutCredentialsSaysSo(t *testing.T) {
 // throttle, a 5xx and a DNS time-out may pass on a later round.
 func TestCannotInvokeClassifies(t *testing.T) {
 	t.Parallel()
-	wrap := func(err error) error { return &smithy.OperationError{ServiceID: "Lambda", OperationName: "Invoke", Err: err} }
+	wrap := func(err error) error {
+		return &smithy.OperationError{ServiceID: "Lambda", OperationName: "Invoke", Err: err}
+	}
 	for _, tc := range []struct {
 		err       error
 		permanent bool
