@@ -118,7 +118,7 @@ func (f *gitHubFlags) leftovers(getenv func(string) string) (teardown.Leftovers,
 	if token == "" {
 		return nil, nil
 	}
-	path, err := poolsFile(f.pools, getenv, "--pools")
+	path, err := poolsFile(f.pools, getenv, "--pools FILE")
 	if err != nil {
 		return nil, err
 	}

@@ -94,7 +94,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer, getenv f
 	if err != nil {
 		return err
 	}
-	if f.pools, err = poolsFile(f.pools, getenv, "--pools"); err != nil {
+	if f.pools, err = poolsFile(f.pools, getenv, "--pools FILE"); err != nil {
 		return err
 	}
 	g, err := newGatherer(ctx, f)
