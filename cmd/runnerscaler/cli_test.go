@@ -177,3 +177,19 @@ func TestMissingCredentialsNameTheFlag(t *testing.T) {
 		t.Error("a config file was written")
 	}
 }
+
+// TestStatusReportsPoolsFileProblemsAsValidate: a pools file that does not
+// load is reported by status in validate's FILE:LINE:COLUMN: MESSAGE form.
+func TestStatusReportsPoolsFileProblemsAsValidate(t *testing.T) {
+	t.Parallel()
+	bad, err := filepath.Abs("testdata/two-errors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, validateErr := runCLI(t, "validate", bad)
+	code, _, stderr := runCLI(t, "status", "--table", "t", "--pools", bad, "--region", "eu-west-1")
+	firstProblem, _, _ := strings.Cut(validateErr, "\n")
+	if code != 1 || !strings.Contains(stderr, "\n"+firstProblem+"\n") || !strings.HasPrefix(firstProblem, bad+":4:5: ") {
+		t.Fatalf("status: exit %d, stderr:\n%s\nwant validate's line %q", code, stderr, firstProblem)
+	}
+}

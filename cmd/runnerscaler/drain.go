@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
-	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
@@ -122,7 +121,7 @@ func (f *gitHubFlags) leftovers(getenv func(string) string) (teardown.Leftovers,
 	if err != nil {
 		return nil, err
 	}
-	pools, err := pool.Load(path)
+	pools, err := loadPools(path)
 	if err != nil {
 		return nil, err
 	}

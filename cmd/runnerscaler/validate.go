@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolcheck"
@@ -91,4 +93,24 @@ func printProblems(stdout, stderr io.Writer, file string, problems []*pool.Probl
 		fmt.Fprintf(stderr, "%s:%d:%d: %s\n", file, max(p.Line, 1), max(p.Column, 1), p.Brief())
 	}
 	return nil
+}
+
+// loadPools loads the pools file for a command that uses it (status, drain);
+// its problems are reported as validate reports them, one FILE:LINE:COLUMN:
+// MESSAGE line each.
+func loadPools(file string) (*pool.Config, error) {
+	cfg, err := pool.Load(file)
+	if err == nil {
+		return cfg, nil
+	}
+	problems := pool.Problems(err)
+	if len(problems) == 0 || problems[0].Line == 0 && len(problems) == 1 && problems[0].Where == "" {
+		return nil, err // not a problem of the file's content (it cannot be read, say)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the pools file does not load (runnerscaler validate %s):", file)
+	for _, p := range problems {
+		fmt.Fprintf(&b, "\n%s:%d:%d: %s", file, max(p.Line, 1), max(p.Column, 1), p.Brief())
+	}
+	return nil, errors.New(b.String())
 }
