@@ -213,3 +213,141 @@ func shellWords(line string) []string {
 	}
 	return words
 }
+
+// userPages are the pages for the people who deploy and run runnerscaler:
+// the README, docs/ (not docs/design/, the contributors' decision records)
+// and examples/.
+func userPages(t *testing.T) []string {
+	t.Helper()
+	var pages []string
+	for _, f := range docFiles(t) {
+		if strings.Contains(f, "CONTRIBUTING") || strings.Contains(f, "CHANGELOG") || strings.Contains(f, "/docs/design/") {
+			continue
+		}
+		pages = append(pages, f)
+	}
+	return pages
+}
+
+// pagesBeingRewritten are user pages another change is rewriting; the
+// quoted-reference check joins them once it has landed.
+var pagesBeingRewritten = map[string]bool{"../../docs/concepts.md": true, "../../docs/security.md": true}
+
+// headingText is a heading's text as a reader quotes it: no #, no backticks.
+func headingText(line string) string {
+	return strings.ReplaceAll(strings.TrimSpace(strings.TrimLeft(line, "#")), "`", "")
+}
+
+var (
+	quoted = regexp.MustCompile(`"([^"]+)"`)
+	// seeQuoted is a pointer by a title in quotes, to a heading or to none.
+	seeQuoted = regexp.MustCompile(`\b[Ss]ee "([^"]+)"`)
+)
+
+// TestDocCrossReferencesAreLinks: a user page names another section by a link,
+// not by its title in quotes ("see "Re-runs""), which no test can keep true
+// when the heading changes.
+func TestDocCrossReferencesAreLinks(t *testing.T) {
+	t.Parallel()
+	headings := map[string]string{} // heading text -> page#anchor
+	for _, file := range userPages(t) {
+		prose, _ := split(t, file)
+		for _, l := range prose {
+			if strings.HasPrefix(l.text, "#") {
+				headings[headingText(l.text)] = filepath.Base(file) + "#" + slugify(strings.TrimLeft(l.text, "# "))
+			}
+		}
+	}
+	section := func(quote string) (string, bool) {
+		for text, target := range headings {
+			// the heading, or its first words ("Removing pools" of "Removing pools, and ...")
+			if text == quote || strings.Count(quote, " ") > 0 && strings.HasPrefix(text, quote+",") {
+				return target, true
+			}
+		}
+		return "", false
+	}
+	for _, file := range userPages(t) {
+		if pagesBeingRewritten[file] {
+			continue
+		}
+		for _, para := range paragraphs(t, file) {
+			text := inlineCode.ReplaceAllString(para.text, "")
+			for _, m := range quoted.FindAllStringSubmatch(text, -1) {
+				if target, ok := section(m[1]); ok {
+					t.Errorf("%s:%d: %s names a section in quotes: link it, [%s](%s)", file, para.line, m[0], m[1], target)
+				}
+			}
+			for _, m := range seeQuoted.FindAllStringSubmatch(text, -1) {
+				if _, ok := section(m[1]); !ok {
+					t.Errorf("%s:%d: see %q: no such heading; link the section that says it", file, para.line, m[1])
+				}
+			}
+		}
+	}
+}
+
+// paragraphs are a page's prose paragraphs (headings apart), each one line,
+// at the line it begins.
+func paragraphs(t *testing.T, file string) []docLine {
+	t.Helper()
+	prose, _ := split(t, file)
+	var out []docLine
+	var cur *docLine
+	for _, l := range prose {
+		switch {
+		case strings.TrimSpace(l.text) == "" || strings.HasPrefix(l.text, "#"):
+			cur = nil
+		case cur == nil:
+			out = append(out, docLine{l.line, l.text})
+			cur = &out[len(out)-1]
+		default:
+			cur.text += " " + strings.TrimSpace(l.text)
+		}
+	}
+	return out
+}
+
+// TestRepositoryPointersResolve: the pointers to the docs that reach users
+// outside the docs — alarm descriptions in template.yaml (sent to the alarm
+// topic's subscribers) and import-arc's messages — name a page that exists
+// and a heading it has, never a section by its title alone.
+func TestRepositoryPointersResolve(t *testing.T) {
+	t.Parallel()
+	pointer := regexp.MustCompile(`docs/[a-z0-9-]+\.md(#[a-z0-9-]+)?`)
+	stale := regexp.MustCompile(`README "|\(see [A-Z][^)]*\)`)
+	files := []string{"../../template.yaml"}
+	sources, err := filepath.Glob("../../internal/arcimport/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sources {
+		if !strings.HasSuffix(f, "_test.go") {
+			files = append(files, f)
+		}
+	}
+	n := 0
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(raw), "\n") {
+			if m := stale.FindString(line); m != "" {
+				t.Errorf("%s:%d: %q points at a section by its title: name docs/PAGE.md#anchor", file, i+1, m)
+			}
+			for _, p := range pointer.FindAllString(line, -1) {
+				n++
+				page, anchor, _ := strings.Cut(p, "#")
+				if _, err := os.Stat("../../" + page); err != nil {
+					t.Errorf("%s:%d: %s: no such page", file, i+1, p)
+				} else if anchor != "" && !hasAnchor(t, "../../"+page, anchor) {
+					t.Errorf("%s:%d: %s: %s has no heading #%s", file, i+1, p, page, anchor)
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no docs/ pointer found in template.yaml or import-arc: the alarm text names the runner versions page")
+	}
+}
