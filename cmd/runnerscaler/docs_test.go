@@ -351,3 +351,26 @@ func TestRepositoryPointersResolve(t *testing.T) {
 		t.Error("no docs/ pointer found in template.yaml or import-arc: the alarm text names the runner versions page")
 	}
 }
+
+// labNotebook is what belongs in CONTRIBUTING.md or docs/design/, not in a
+// user page: test and benchmark names, the machine a figure was measured on,
+// DynamoDB keys, the simulator's API.
+var labNotebook = regexp.MustCompile(`\bTest[A-Z][A-Za-z0-9]+|\bBenchmark[A-Z][A-Za-z0-9]+|_test\.go|\bthis machine\b|\b[PS]K=|` +
+	`\bmake bench\b|\bgithubsim\.|\bnot built here\b`)
+
+// TestUserPagesHoldUserFacts: the user pages name no test, benchmark,
+// measuring machine or table key; docs/design/measurements.md keeps them.
+func TestUserPagesHoldUserFacts(t *testing.T) {
+	t.Parallel()
+	for _, file := range userPages(t) {
+		if pagesBeingRewritten[file] {
+			continue
+		}
+		prose, _ := split(t, file)
+		for _, l := range prose {
+			if m := labNotebook.FindString(l.text); m != "" {
+				t.Errorf("%s:%d: %q is for contributors: move it to CONTRIBUTING.md or docs/design/", file, l.line, m)
+			}
+		}
+	}
+}
