@@ -374,3 +374,44 @@ func TestUserPagesHoldUserFacts(t *testing.T) {
 		}
 	}
 }
+
+// TestSupportedVersionsAreTheBuilds: getting-started's table of supported
+// versions says the Go release of go.mod, the actions/runner release of
+// runner/Dockerfile and the Kubernetes release the local stack tests with.
+func TestSupportedVersionsAreTheBuilds(t *testing.T) {
+	t.Parallel()
+	read := func(path string) string {
+		t.Helper()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	find := func(file, pattern string) string {
+		t.Helper()
+		m := regexp.MustCompile(pattern).FindStringSubmatch(read(file))
+		if m == nil {
+			t.Fatalf("%s: no %s", file, pattern)
+		}
+		return m[1]
+	}
+	goVersion := find("../../go.mod", `(?m)^go (\d+\.\d+)`)
+	runner := find("../../runner/Dockerfile", `(?m)^ARG RUNNER_VERSION=(\S+)`)
+	kube := find("../../local/kube-build.sh", `(?m)^k8s_version=v(\d+\.\d+)`)
+	rows := map[string]string{}
+	prose, _ := split(t, "../../docs/getting-started.md")
+	for _, l := range prose {
+		cells := strings.Split(strings.Trim(l.text, "| "), "|")
+		if len(cells) == 3 {
+			rows[strings.TrimSpace(cells[0])] = strings.TrimSpace(cells[1]) + " " + strings.TrimSpace(cells[2])
+		}
+	}
+	for what, want := range map[string]string{
+		"Go": goVersion + " or later", "actions/runner": runner + " in", "EKS (Kubernetes)": "tested against Kubernetes " + kube,
+	} {
+		if !strings.Contains(rows[what], want) {
+			t.Errorf("docs/getting-started.md, supported versions, %s: %q, want it to say %q", what, rows[what], want)
+		}
+	}
+}
