@@ -415,3 +415,39 @@ func TestSupportedVersionsAreTheBuilds(t *testing.T) {
 		}
 	}
 }
+
+// TestLogQueriesNameLoggedMessages: every log message a Logs Insights query of
+// the docs filters on is one the functions log.
+func TestLogQueriesNameLoggedMessages(t *testing.T) {
+	t.Parallel()
+	var sources strings.Builder
+	for _, dir := range []string{"../../internal", "../../functions"} {
+		err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			sources.Write(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	message := regexp.MustCompile(`message = "([^"]+)"`)
+	n := 0
+	for _, file := range docFiles(t) {
+		_, code := split(t, file)
+		for _, l := range code {
+			for _, m := range message.FindAllStringSubmatch(l.text, -1) {
+				n++
+				if !strings.Contains(sources.String(), `"`+m[1]+`"`) {
+					t.Errorf("%s:%d: no function logs %q", file, l.line, m[1])
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no Logs Insights query in the docs: operations.md has them")
+	}
+}
