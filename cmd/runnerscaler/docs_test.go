@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/runnerscaler/runnerscaler/internal/pool"
 )
 
 // docFiles are the documentation the tests keep true: the README, the pages
@@ -449,5 +452,61 @@ func TestLogQueriesNameLoggedMessages(t *testing.T) {
 	}
 	if n == 0 {
 		t.Error("no Logs Insights query in the docs: operations.md has them")
+	}
+}
+
+// TestPoolFieldsTableIsComplete: the table of fields in configuration.md has a
+// row for every field of a pool (package pool's YAML names), and no other.
+func TestPoolFieldsTableIsComplete(t *testing.T) {
+	t.Parallel()
+	want := map[string]bool{}
+	var walk func(typ reflect.Type, prefix string, depth int)
+	walk = func(typ reflect.Type, prefix string, depth int) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct {
+			return
+		}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			if depth == 0 || prefix == "kubernetes." {
+				want[prefix+name] = true
+			}
+			if name == "kubernetes" {
+				walk(f.Type, "kubernetes.", depth+1)
+			}
+		}
+	}
+	walk(reflect.TypeFor[pool.Pool](), "", 0)
+	delete(want, "kubernetes")
+	prose, _ := split(t, "../../docs/configuration.md")
+	got := map[string]bool{}
+	row := regexp.MustCompile("^\\| ((?:`[^`]+`(?: / )?)+) \\|")
+	inTable := false
+	for _, l := range prose {
+		if strings.HasPrefix(l.text, "#") {
+			inTable = l.text == "### Fields"
+			continue
+		}
+		if m := row.FindStringSubmatch(l.text); inTable && m != nil {
+			for _, f := range strings.Split(m[1], " / ") {
+				got[strings.Trim(f, "`")] = true
+			}
+		}
+	}
+	for f := range want {
+		if !got[f] {
+			t.Errorf("docs/configuration.md's fields table lacks %s", f)
+		}
+	}
+	for f := range got {
+		if !want[f] {
+			t.Errorf("docs/configuration.md's fields table has %s, which a pool has not", f)
+		}
 	}
 }
