@@ -510,3 +510,25 @@ func TestPoolFieldsTableIsComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaDescriptionsAreForUsers: the JSON Schema an editor shows names
+// fields as the pools file writes them, and no Go constant, file or package.
+func TestSchemaDescriptionsAreForUsers(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../../docs/pools.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goish := regexp.MustCompile(`\bDefault[A-Z]\w*|\b\w+\.go\b|\bpackage [a-z]+|\bSee [A-Z]\w*|\bRegistration(JIT|Token)\b|\bUsesToken\b`)
+	description := regexp.MustCompile(`"description": "((?:[^"\\]|\\.)*)"`)
+	n := 0
+	for _, m := range description.FindAllStringSubmatch(string(raw), -1) {
+		n++
+		if g := goish.FindString(m[1]); g != "" {
+			t.Errorf("docs/pools.schema.json: description %q names %s, a Go identifier", m[1], g)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("%d descriptions in docs/pools.schema.json", n)
+	}
+}

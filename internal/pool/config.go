@@ -57,10 +57,11 @@ type Pool struct {
 	// implied like `self-hosted` and `linux`: the runner agent adds these itself.
 	Arch      string `yaml:"arch"`
 	Ephemeral *bool  `yaml:"ephemeral"`
-	// Registration is how the pool's runners register: RegistrationJIT (the
-	// default for ephemeral pools: one just-in-time config per runner) or
-	// RegistrationToken (one registration token per scope; required for
-	// persistent pools). See UsesToken.
+	// Registration is how the pool's runners register: "jit" (the default for
+	// ephemeral pools: one just-in-time config per runner) or "token" (one
+	// registration token per scope; required for persistent pools).
+	//
+	// RegistrationJIT, RegistrationToken; see UsesToken.
 	Registration string `yaml:"registration"`
 	// AllowJobsToReadRegistrationToken accepts that the pool's jobs can read its
 	// registration token, which registers runners of any name and labels in the
@@ -80,16 +81,23 @@ type Pool struct {
 	ScaleDownDelaySecondsAfterScaleOut *int                `yaml:"scaleDownDelaySecondsAfterScaleOut"`
 	ScheduledOverrides                 []ScheduledOverride `yaml:"scheduledOverrides"`
 	// RerunsPerRun is how many times a workflow run may be re-run because a
-	// job of it died with its runner (default DefaultRerunsPerRun; 0: never).
+	// job of it died with its runner (default 1; 0: never; at most 50).
+	//
+	// DefaultRerunsPerRun.
 	RerunsPerRun *int       `yaml:"rerunsPerRun"`
 	Kubernetes   Kubernetes `yaml:"kubernetes"`
 	// Headroom, when set, keeps placeholder pods for the pool's next runners.
 	Headroom *Headroom `yaml:"headroom"`
 	// RunnerVersion is the actions/runner version the pool's image runs
-	// (runnerversion.go; "": the version runner/Dockerfile installs).
+	// (default: the version runner/Dockerfile installs), for the alarm before
+	// GitHub stops giving it jobs.
+	//
+	// See runnerversion.go.
 	RunnerVersion string `yaml:"runnerVersion"`
 	// OverflowTo, when set, names the pool that serves the pool's queued jobs
-	// while it is saturated (overflow.go).
+	// while it is saturated.
+	//
+	// See overflow.go.
 	OverflowTo string `yaml:"overflowTo"`
 }
 
@@ -99,7 +107,7 @@ type ScaleUpTrigger struct {
 	Duration Duration `yaml:"duration"`
 }
 
-// ScheduledOverride replaces minReplicas between StartTime and EndTime, optionally recurring.
+// ScheduledOverride replaces minReplicas between startTime and endTime, optionally recurring.
 type ScheduledOverride struct {
 	StartTime      Time            `yaml:"startTime"`
 	EndTime        Time            `yaml:"endTime"`
@@ -107,7 +115,7 @@ type ScheduledOverride struct {
 	MinReplicas    *int            `yaml:"minReplicas"`
 }
 
-// RecurrenceRule repeats an override's window with Frequency until UntilTime (if set).
+// RecurrenceRule repeats an override's window every frequency until untilTime (if set).
 type RecurrenceRule struct {
 	Frequency string `yaml:"frequency"`
 	UntilTime Time   `yaml:"untilTime"`
@@ -116,8 +124,11 @@ type RecurrenceRule struct {
 // Frequencies a RecurrenceRule accepts (ARC's names).
 var Frequencies = []string{"Daily", "Weekly", "Monthly", "Yearly"}
 
-// Kubernetes says where and how runner pods run. Template and VolumeClaimTemplates
-// are raw YAML, decoded and validated by the sweeper (package runnerpod).
+// Kubernetes says where and how runner pods run: their namespace, image,
+// service account, docker, pod template and volume claim templates.
+//
+// Template and VolumeClaimTemplates are raw YAML, decoded and validated by the
+// sweeper (package runnerpod).
 type Kubernetes struct {
 	Namespace          string `yaml:"namespace"`
 	ServiceAccountName string `yaml:"serviceAccountName"`
