@@ -590,6 +590,17 @@ func ValidatePool(p *pool.Pool) error {
 	return nil
 }
 
+// FinalPod is the pod of a runner of the pool as the sweeper creates it (see
+// finalPod), for the checks that need the whole pod, such as Pod Security's.
+func FinalPod(p *pool.Pool) (corev1.PodTemplateSpec, error) {
+	tmpl, err := Template(p)
+	if err != nil {
+		return tmpl, err
+	}
+	pod, _ := finalPod(p, tmpl)
+	return pod, nil
+}
+
 // finalPod is the pod template and volume claim templates of the StatefulSet
 // the sweeper builds for a runner of the pool, with everything it adds to the
 // pool's template (the docker sidecar and work volume, the state volume, the
