@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, e env) int {
 	var err error
 	switch name {
 	case "validate":
-		err = validate(rest, e)
+		err = validate(ctx, rest, e)
 	case "status":
 		err = runStatus(ctx, rest, e.stdout, e.stderr, e.getenv)
 	case "drain":
@@ -101,7 +101,7 @@ func parseCommandLine(args []string, getenv func(string) string) error {
 	var err error
 	switch name {
 	case "validate":
-		_, _, err = parseValidate(rest, getenv)
+		_, err = parseValidate(rest, getenv)
 	case "status":
 		_, err = parseStatus(rest, getenv)
 	case "drain":
