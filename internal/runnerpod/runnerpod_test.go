@@ -543,3 +543,16 @@ func TestValidateReportsEveryProblemOfThePod(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateRefusesTwoClaimsOfOneName: two volume claim templates of one
+// name would give the pod two volumes of that name, which the API server
+// refuses: Validate names the second.
+func TestValidateRefusesTwoClaimsOfOneName(t *testing.T) {
+	t.Parallel()
+	cfg := parsePool(t, "image: r\n      volumeClaimTemplates: [{metadata: {name: cache}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}, "+
+		"{metadata: {name: cache}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 2Gi}}}}]")
+	err := runnerpod.Validate(cfg)
+	if err == nil || !strings.Contains(err.Error(), `pool p: kubernetes.volumeClaimTemplates[1].metadata.name: "cache": duplicate volume claim template name`) {
+		t.Fatalf("Validate: %v, want the second claim refused", err)
+	}
+}
