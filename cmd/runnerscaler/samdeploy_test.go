@@ -376,3 +376,37 @@ func TestStepsGetTheCodeFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestDocParameterValuesAreTheTemplates: a stack parameter the docs give a
+// value inline (`CreateAccessEntry=false`) is one of template.yaml's, with a
+// value CloudFormation takes for it.
+func TestDocParameterValuesAreTheTemplates(t *testing.T) {
+	t.Parallel()
+	params := templateParameters(t)
+	inline := regexp.MustCompile("`([A-Z][a-z]+[A-Za-z]*)=([^`\\s]*)`")
+	n := 0
+	for _, file := range userPages(t) {
+		prose, _ := split(t, file)
+		for _, l := range prose {
+			for _, m := range inline.FindAllStringSubmatch(l.text, -1) {
+				if m[1] == "Key" { // the grammar's placeholder
+					continue
+				}
+				n++
+				value := strings.Trim(m[2], `"`)
+				if strings.ContainsAny(value, "<>") { // a placeholder
+					value = ""
+				}
+				got := map[string]string{m[1]: value}
+				for _, e := range checkOverrides(params, got) {
+					if !strings.Contains(e, "required (no default)") && !(value == "" && strings.Contains(e, "not a number")) {
+						t.Errorf("%s:%d: %s: %s", file, l.line, m[0], e)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no inline parameter value in the docs; getting-started gives some")
+	}
+}
