@@ -142,8 +142,11 @@ func (fs *flagSet) PrintHelp(w io.Writer) {
 			first = false
 		}
 		kind, usage := flag.UnquoteUsage(f)
-		if _, ok := f.Value.(*durationValue); ok {
+		switch f.Value.(type) {
+		case *durationValue:
 			kind = "duration"
+		case *outputFormat:
+			kind = "format"
 		}
 		line := "  " + flagName(f.Name)
 		if kind != "" {

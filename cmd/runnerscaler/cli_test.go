@@ -61,7 +61,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 		}
 	}
 	if _, stdout, _ := runCLI(t, "status", "-h"); !strings.Contains(stdout, "\n  --region string\n") || !strings.Contains(stdout, "\n  --kubeconfig string\n") ||
-		!strings.Contains(stdout, "\n  -o value\n") {
+		!strings.Contains(stdout, "\n  -o format\n") {
 		t.Errorf("status -h lacks --region, --kubeconfig or -o as the docs write them:\n%s", stdout)
 	}
 	if _, stdout, _ := runCLI(t, "drain", "-h"); !strings.Contains(stdout, "\n  --timeout duration\n") {
