@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
 	"github.com/runnerscaler/runnerscaler/internal/kube"
+	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
 // The conventions every subcommand follows, in one place:
@@ -82,7 +85,7 @@ func (fs *flagSet) Parse(args []string) ([]string, error) {
 		if err := fs.FlagSet.Parse(args); errors.Is(err, flag.ErrHelp) {
 			return nil, &helpRequest{fs}
 		} else if err != nil {
-			return nil, &usageError{err}
+			return nil, &usageError{fs.flagError(err)}
 		}
 		if fs.NArg() == 0 {
 			return positional, nil
@@ -91,17 +94,96 @@ func (fs *flagSet) Parse(args []string) ([]string, error) {
 	}
 }
 
-// PrintHelp writes the help and the flags' list to w.
+// flagName is a flag as the docs and the help write it: -o for one letter,
+// --region for a word.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+var (
+	undefinedFlag = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	flagInError   = regexp.MustCompile(`(^|[\s:])-+([A-Za-z][-A-Za-z0-9]*)`)
+)
+
+// flagError rewrites the flag package's error in the help's terms: the flag
+// as written in the docs, and for an unknown one the flag it was probably
+// meant to be.
+func (fs *flagSet) flagError(err error) error {
+	msg := err.Error()
+	if m := undefinedFlag.FindStringSubmatch(msg); m != nil {
+		msg = "unknown flag " + flagName(m[1])
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if s := suggest.Closest(m[1], names); s != "" {
+			msg += "; did you mean " + flagName(s) + "?"
+		}
+		return errors.New(msg)
+	}
+	return errors.New(flagInError.ReplaceAllStringFunc(msg, func(s string) string {
+		m := flagInError.FindStringSubmatch(s)
+		if fs.Lookup(m[2]) == nil {
+			return s
+		}
+		return m[1] + flagName(m[2])
+	}))
+}
+
+// PrintHelp writes the help and the flags' list to w, each flag as the docs
+// write it (--region, -o).
 func (fs *flagSet) PrintHelp(w io.Writer) {
 	fmt.Fprint(w, fs.help)
-	var hasFlags bool
-	fs.VisitAll(func(*flag.Flag) { hasFlags = true })
-	if hasFlags {
-		fmt.Fprintln(w, "\nflags:")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+	first := true
+	fs.VisitAll(func(f *flag.Flag) {
+		if first {
+			fmt.Fprintln(w, "\nflags:")
+			first = false
+		}
+		kind, usage := flag.UnquoteUsage(f)
+		switch f.Value.(type) {
+		case *durationValue:
+			kind = "duration"
+		case *outputFormat:
+			kind = "format"
+		}
+		line := "  " + flagName(f.Name)
+		if kind != "" {
+			line += " " + kind
+		}
+		fmt.Fprintf(w, "%s\n    \t%s", line, strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+// DurationVar registers a duration flag whose bad value is reported with the
+// form it takes.
+func (fs *flagSet) DurationVar(p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(&durationValue{p}, name, usage)
+}
+
+// durationValue is a duration flag's value.
+type durationValue struct{ d *time.Duration }
+
+func (v *durationValue) String() string {
+	if v == nil || v.d == nil {
+		return ""
 	}
+	return v.d.String()
+}
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return errors.New("want a positive duration with its unit, such as 90s, 15m or 1h30m")
+	}
+	*v.d = d
+	return nil
 }
 
 // Output registers -o, the output format, one of formats (the first is the default).
@@ -217,7 +299,8 @@ func loadKube(kubeconfig, context string) (*rest.Config, error) {
 
 // poolsFile finds the pools file: given (by --pools or an argument), else
 // RUNNERSCALER_POOLS, else pools.yaml or infra/pools.yaml in the current
-// directory (a checkout of this repository). None is a usage error naming the flag.
+// directory (a checkout of this repository). None is a usage error naming how
+// to give it (flagName: "--pools FILE", or "FILE" for an argument).
 func poolsFile(given string, getenv func(string) string, flagName string) (string, error) {
 	if given != "" {
 		return given, nil
@@ -230,7 +313,7 @@ func poolsFile(given string, getenv func(string) string, flagName string) (strin
 			return p, nil
 		}
 	}
-	return "", usagef("no pools file: give %s FILE (the file the stack was deployed with) or set RUNNERSCALER_POOLS; "+
+	return "", usagef("no pools file: give %s (the file the stack was deployed with) or set RUNNERSCALER_POOLS; "+
 		"there is no pools.yaml or infra/pools.yaml here", flagName)
 }
 

@@ -28,8 +28,14 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		want string
 	}{
 		{nil, "runnerscaler: no command\nrun 'runnerscaler -h' for help\n"},
-		{[]string{"stauts"}, "runnerscaler: unknown command \"stauts\"\nrun 'runnerscaler -h' for help\n"},
-		{[]string{"status", "--nope"}, "runnerscaler status: flag provided but not defined: -nope\nrun 'runnerscaler status -h' for help\n"},
+		{[]string{"stauts"}, "runnerscaler: unknown command \"stauts\"; did you mean status?\nrun 'runnerscaler -h' for help\n"},
+		{[]string{"frobnicate"}, "runnerscaler: unknown command \"frobnicate\"\nrun 'runnerscaler -h' for help\n"},
+		{[]string{"help", "stauts"}, "runnerscaler help: unknown command \"stauts\"; did you mean status?\nrun 'runnerscaler -h' for help\n"},
+		{[]string{"status", "--nope"}, "runnerscaler status: unknown flag --nope\nrun 'runnerscaler status -h' for help\n"},
+		{[]string{"status", "--tabel", "t"}, "runnerscaler status: unknown flag --tabel; did you mean --table?\nrun 'runnerscaler status -h' for help\n"},
+		{[]string{"status", "--table"}, "runnerscaler status: flag needs an argument: --table\nrun 'runnerscaler status -h' for help\n"},
+		{[]string{"drain", "--function", "f", "--timeout", "abc"}, "runnerscaler drain: invalid value \"abc\" for flag --timeout: " +
+			"want a positive duration with its unit, such as 90s, 15m or 1h30m\nrun 'runnerscaler drain -h' for help\n"},
 		{[]string{"status", "-o", "xml", "--table", "t"}, "runnerscaler status: invalid value \"xml\" for flag -o: want table, json, yaml\nrun 'runnerscaler status -h' for help\n"},
 		{[]string{"status"}, "runnerscaler status: --table is required (the stack output TableName, or RUNNERSCALER_TABLE)\nrun 'runnerscaler status -h' for help\n"},
 		{[]string{"drain"}, "runnerscaler drain: --function is required (the stack output SweeperFunctionName)\nrun 'runnerscaler drain -h' for help\n"},
@@ -54,8 +60,25 @@ func TestHelpGoesToStdout(t *testing.T) {
 			t.Errorf("runnerscaler %q: exit %d, stdout %q, stderr %q; want exit 0 and the help on stdout", args, code, stdout, stderr)
 		}
 	}
-	if _, stdout, _ := runCLI(t, "status", "-h"); !strings.Contains(stdout, "-region") || !strings.Contains(stdout, "-kubeconfig") {
-		t.Errorf("status -h lacks --region or --kubeconfig:\n%s", stdout)
+	if _, stdout, _ := runCLI(t, "status", "-h"); !strings.Contains(stdout, "\n  --region string\n") || !strings.Contains(stdout, "\n  --kubeconfig string\n") ||
+		!strings.Contains(stdout, "\n  -o format\n") {
+		t.Errorf("status -h lacks --region, --kubeconfig or -o as the docs write them:\n%s", stdout)
+	}
+	if _, stdout, _ := runCLI(t, "drain", "-h"); !strings.Contains(stdout, "\n  --timeout duration\n") {
+		t.Errorf("drain -h lacks --timeout duration:\n%s", stdout)
+	}
+}
+
+// TestHelpCommandIsTheCommandsHelp: `help COMMAND` prints the command's own
+// help, as `COMMAND -h` does, not the global one.
+func TestHelpCommandIsTheCommandsHelp(t *testing.T) {
+	t.Parallel()
+	for _, name := range commands {
+		code, stdout, stderr := runCLI(t, "help", name)
+		_, want, _ := runCLI(t, name, "-h")
+		if code != 0 || stdout != want || stderr != "" || !strings.HasPrefix(stdout, "usage: runnerscaler "+name) {
+			t.Errorf("help %s: exit %d, stdout %q, stderr %q; want %s -h's help", name, code, stdout, stderr, name)
+		}
 	}
 }
 
@@ -152,5 +175,21 @@ func TestMissingCredentialsNameTheFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, "none")); err == nil {
 		t.Error("a config file was written")
+	}
+}
+
+// TestStatusReportsPoolsFileProblemsAsValidate: a pools file that does not
+// load is reported by status in validate's FILE:LINE:COLUMN: MESSAGE form.
+func TestStatusReportsPoolsFileProblemsAsValidate(t *testing.T) {
+	t.Parallel()
+	bad, err := filepath.Abs("testdata/two-errors.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, validateErr := runCLI(t, "validate", bad)
+	code, _, stderr := runCLI(t, "status", "--table", "t", "--pools", bad, "--region", "eu-west-1")
+	firstProblem, _, _ := strings.Cut(validateErr, "\n")
+	if code != 1 || !strings.Contains(stderr, "\n"+firstProblem+"\n") || !strings.HasPrefix(firstProblem, bad+":4:5: ") {
+		t.Fatalf("status: exit %d, stderr:\n%s\nwant validate's line %q", code, stderr, firstProblem)
 	}
 }

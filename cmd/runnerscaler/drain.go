@@ -3,16 +3,19 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awslambda "github.com/aws/aws-sdk-go-v2/service/lambda"
+	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
+	"github.com/aws/smithy-go"
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
-	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/teardown"
 )
 
@@ -25,7 +28,12 @@ then run 'sam delete'. From the first round on, the pools stay at zero until
 lambda:InvokeFunction on that alias's ARN. With GITHUB_TOKEN set (a token that
 can list the self-hosted runners of every pool's organization, repository or
 enterprise), it then asks GitHub for runners named like the pools' (--pools) and
-fails naming any; without it, it says GitHub was not checked.`
+fails naming any; without it, it says GitHub was not checked.
+
+A round that fails for a reason that may pass (throttling, a Lambda error) is
+retried until --timeout; one that retrying cannot fix (no AWS credentials,
+AccessDenied, no such function, a name that does not resolve) stops it at once,
+naming the reason.`
 
 // drainFlags are the drain command's settings.
 type drainFlags struct {
@@ -76,6 +84,9 @@ func drain(ctx context.Context, args []string, e env) error {
 	if err != nil {
 		return err
 	}
+	if err := hasCredentials(ctx, cfg); err != nil {
+		return err
+	}
 	d := teardown.New(lambdaInvoker{api: awslambda.NewFromConfig(cfg), function: f.entry}, clock.RealClock{}, e.stdout)
 	d.Interval = f.interval
 	if f.cancel {
@@ -106,11 +117,11 @@ func (f *gitHubFlags) leftovers(getenv func(string) string) (teardown.Leftovers,
 	if token == "" {
 		return nil, nil
 	}
-	path, err := poolsFile(f.pools, getenv, "--pools")
+	path, err := poolsFile(f.pools, getenv, "--pools FILE")
 	if err != nil {
 		return nil, err
 	}
-	pools, err := pool.Load(path)
+	pools, err := loadPools(path)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +138,13 @@ type lambdaInvoker struct {
 	function string
 }
 
+// Invoke marks with teardown.ErrCannotInvoke, and explains, an error that
+// retrying cannot fix (see cannotInvoke).
 func (l lambdaInvoker) Invoke(ctx context.Context, event []byte) ([]byte, error) {
 	out, err := l.api.Invoke(ctx, &awslambda.InvokeInput{FunctionName: aws.String(l.function), Payload: event})
+	if why := cannotInvoke(err); why != "" {
+		return nil, fmt.Errorf("%w: %s: %s: %w", teardown.ErrCannotInvoke, l.function, why, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -140,4 +156,46 @@ func (l lambdaInvoker) Invoke(ctx context.Context, event []byte) ([]byte, error)
 		return nil, fmt.Errorf("%s: %s", aws.ToString(out.FunctionError), fe.Message)
 	}
 	return out.Payload, nil
+}
+
+// hasCredentials fails, naming what to do, when the AWS configuration finds no
+// credentials: every invocation would fail the same way.
+func hasCredentials(ctx context.Context, cfg aws.Config) error {
+	const how = "set AWS_PROFILE, run 'aws sso login' or 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	if cfg.Credentials == nil {
+		return fmt.Errorf("%w: no AWS credentials (%s)", teardown.ErrCannotInvoke, how)
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return fmt.Errorf("%w: no AWS credentials (%s): %w", teardown.ErrCannotInvoke, how, err)
+	}
+	return nil
+}
+
+// cannotInvoke says why err, from lambda:Invoke, will come back on every
+// retry, or "" when a later round may pass (throttling, a 5xx, a timeout, the
+// sweeper's own error).
+func cannotInvoke(err error) string {
+	var (
+		notFound *lambdatypes.ResourceNotFoundException
+		dns      *net.DNSError
+		api      smithy.APIError
+	)
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &notFound):
+		return "no such function or alias: --function is the stack output SweeperFunctionName, and --region the stack's region"
+	case errors.As(err, &dns) && dns.IsNotFound:
+		return fmt.Sprintf("the Lambda endpoint %s does not resolve: check --region and your network", dns.Name)
+	case errors.As(err, &api):
+		switch api.ErrorCode() {
+		case "AccessDeniedException", "AccessDenied":
+			return "your credentials may not invoke it: they need lambda:InvokeFunction on the sweeper's drain alias"
+		case "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "ExpiredToken", "InvalidClientTokenId":
+			return "AWS does not accept your credentials (wrong or expired)"
+		case "InvalidParameterValueException", "ValidationException":
+			return "AWS refused the request as malformed"
+		}
+	}
+	return ""
 }

@@ -26,7 +26,7 @@ func TestStatusFlags(t *testing.T) {
 		{[]string{"-table", "t", "--job", "-3"}, `--job "-3"`},
 		{[]string{"-table", "t", "a", "b"}, `one POOL at most`},
 		{[]string{"-table", "t", "a", "--job", "1"}, "either POOL or --job"},
-		{[]string{"-table", "t", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"-table", "t", "--nope"}, "unknown flag --nope"},
 	} {
 		_, err := parseStatus(c.args, func(string) string { return "" })
 		var usage *usageError

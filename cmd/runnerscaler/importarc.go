@@ -42,7 +42,8 @@ Converts actions-runner-controller (ARC) configurations into a pools file:
 Multi-document YAML and 'kubectl get -o yaml' lists; a directory is read whole
 (*.yaml, *.yml, *.json, recursively); - is stdin. Each autoscaler is paired with
 its scaleTargetRef across all inputs. What is not carried is listed on stderr
-with file, document, field path and what to do instead.
+with file, document, field path and what to do instead, and, with the notes,
+as comments at the head of the YAML written (stdout or --out).
 
 The pools go to stdout, to a new file (--out FILE: an existing file is never
 overwritten), or are added to an existing pools file (--merge POOLS: its pools
@@ -123,7 +124,8 @@ func importARC(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return code
 	}
 	if len(res.Dropped) > 0 {
-		fmt.Fprintf(stderr, "runnerscaler import-arc: %d pools converted; %d things not carried (listed above)\n", len(res.Names), len(res.Dropped))
+		fmt.Fprintf(stderr, "runnerscaler import-arc: %s converted; %s not carried (listed above, and as comments of the YAML written)\n",
+			count(len(res.Names), "pool"), count(len(res.Dropped), "thing"))
 		return exitDropped
 	}
 	return exitConverted
@@ -161,7 +163,7 @@ func finishImport(ctx context.Context, f importFlags, res arcimport.Result, stdo
 		fmt.Fprintln(stderr, "runnerscaler import-arc:", err)
 		return exitFailed
 	}
-	fmt.Fprintf(stderr, "runnerscaler import-arc: the API server admits the runners of all %d pools (dry run)\n", len(cfg.Pools))
+	fmt.Fprintf(stderr, "runnerscaler import-arc: the API server admits the runners of every pool, %s (dry run)\n", count(len(cfg.Pools), "pool"))
 	return exitConverted
 }
 
@@ -186,7 +188,7 @@ func output(f importFlags, res arcimport.Result, stderr io.Writer) ([]byte, int)
 		return merged, exitConverted
 	}
 	if f.format.String() != "json" {
-		return res.Pools, exitConverted
+		return append(reportComments(res), res.Pools...), exitConverted
 	}
 	raw, err := yaml.YAMLToJSON(res.Pools)
 	if err != nil {
@@ -269,6 +271,26 @@ func admit(ctx context.Context, f importFlags, cfg *pool.Config) error {
 	return dryrun.Check(ctx, kc, cfg, clock.RealClock{}.Now())
 }
 
+// reportComments is what the import did not carry, and its notes, as YAML
+// comments that head the pools file it writes, so that a file written with
+// --out keeps them for its review; nothing when there are none.
+func reportComments(res arcimport.Result) []byte {
+	var b bytes.Buffer
+	comment := func(prefix, text string) {
+		b.WriteString("# " + prefix + strings.ReplaceAll(text, "\n", "\n#   ") + "\n")
+	}
+	for _, d := range res.Dropped {
+		comment("not carried: ", d.String())
+	}
+	for _, n := range res.Notes {
+		comment("note: ", n)
+	}
+	if b.Len() > 0 {
+		b.WriteString("\n")
+	}
+	return b.Bytes()
+}
+
 func report(w io.Writer, res arcimport.Result) {
 	for _, d := range res.Dropped {
 		fmt.Fprintln(w, "not carried:", d)
@@ -333,4 +355,12 @@ func manifestFiles(path string) ([]string, error) {
 		return nil, fmt.Errorf("%s: no *.yaml, *.yml or *.json file", path)
 	}
 	return files, nil
+}
+
+// count is n and the noun, plural unless n is 1: "1 pool", "2 pools".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -60,7 +60,9 @@ func TestImportARCExitCodes(t *testing.T) {
 		{"a scale set without its name", "githubConfigUrl: https://github.com/acme\nmaxRunners: 3\n", []string{"-runner-image", "r:1", "-"}, 2, false, "--release RELEASE"},
 		{"a scale set with its release", "githubConfigUrl: https://github.com/acme\nmaxRunners: 3\n", []string{"-runner-image", "r:1", "--release", "ci", "-"}, 0, true, ""},
 		{"no input named", "", nil, 2, false, "name at least one"},
-		{"unknown flag", "", []string{"-nope", "-"}, 2, false, "flag provided but not defined"},
+		{"unknown flag", "", []string{"-nope", "-"}, 2, false, "unknown flag --nope"},
+		{"a misspelt flag", "", []string{"--runner-imag", "r:1", "-"}, 2, false, "unknown flag --runner-imag; did you mean --runner-image?"},
+		{"one pool", "", []string{examples + "04-acceptance-v022-repo-runnerdeploy-hra.yaml"}, 3, true, "import-arc: 1 pool converted; "},
 		{"-o is a format", "", []string{"-o", "pools.yaml", "-"}, 2, false, "want yaml, json"},
 		{"--out and --merge", "", []string{"--out", "a", "--merge", "b", "-"}, 2, false, "give one"},
 		{"missing file", "", []string{"does-not-exist.yaml"}, 2, false, "does-not-exist.yaml"},
@@ -76,6 +78,35 @@ func TestImportARCExitCodes(t *testing.T) {
 				t.Fatalf("stdout loads: %v, want a pools file: %v\n%s", err, tc.pools, r.stdout)
 			}
 		})
+	}
+	if _, err := pool.Load(out); err != nil {
+		t.Fatalf("--out %s: %v", out, err)
+	}
+}
+
+// TestImportARCWritesWhatItDidNotCarryIntoTheFile: a pools file written with
+// --out heads with what was not carried and the notes, as comments, so that
+// its reviewer has them without the import's stderr; the file still loads.
+func TestImportARCWritesWhatItDidNotCarryIntoTheFile(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "pools.yaml")
+	r := runImport(t, "", noEnv, "--out", out, examples+"04-acceptance-v022-repo-runnerdeploy-hra.yaml")
+	if r.code != 3 {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if strings.HasPrefix(line, "not carried: ") || strings.HasPrefix(line, "note: ") {
+			if !strings.Contains(string(raw), "# "+line+"\n") {
+				t.Errorf("%s lacks the comment %q:\n%s", out, "# "+line, raw)
+			}
+		}
+	}
+	if !strings.HasPrefix(string(raw), "# not carried: ") {
+		t.Errorf("%s does not begin with what was not carried:\n%s", out, raw)
 	}
 	if _, err := pool.Load(out); err != nil {
 		t.Fatalf("--out %s: %v", out, err)

@@ -17,6 +17,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
+
+	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
 func main() {
@@ -35,7 +38,7 @@ commands:
   import-arc [flags] FILE|DIR|- ...           ARC manifests into a pools file
   version [-o table|json|yaml]                the build's version
 
-Run 'runnerscaler COMMAND -h' for a command's flags.
+Run 'runnerscaler help COMMAND' (or 'runnerscaler COMMAND -h') for a command's flags.
 `
 
 // run runs the command line args (without the program's name) and returns the
@@ -49,7 +52,7 @@ func run(ctx context.Context, args []string, e env) int {
 	var err error
 	switch name {
 	case "validate":
-		err = validate(rest, e)
+		err = validate(ctx, rest, e)
 	case "status":
 		err = runStatus(ctx, rest, e.stdout, e.stderr, e.getenv)
 	case "drain":
@@ -59,13 +62,32 @@ func run(ctx context.Context, args []string, e env) int {
 	case "import-arc":
 		return importARC(ctx, rest, e.stdin, e.stdout, e.stderr, e.getenv)
 	case "help", "-h", "-help", "--help":
+		if len(rest) > 0 && name == "help" && slices.Contains(commands, rest[0]) {
+			return run(ctx, []string{rest[0], "-h"}, e) // help COMMAND
+		}
+		if len(rest) > 0 && name == "help" {
+			fmt.Fprintf(e.stderr, "runnerscaler help: %s\nrun 'runnerscaler -h' for help\n", unknownCommand(rest[0]))
+			return exitBadUsage
+		}
 		fmt.Fprint(e.stdout, help)
 		return exitSuccess
 	default:
-		fmt.Fprintf(e.stderr, "runnerscaler: unknown command %q\nrun 'runnerscaler -h' for help\n", name)
+		fmt.Fprintf(e.stderr, "runnerscaler: %s\nrun 'runnerscaler -h' for help\n", unknownCommand(name))
 		return exitBadUsage
 	}
 	return Exit(name, err, e.stdout, e.stderr)
+}
+
+// commands are the CLI's commands.
+var commands = []string{"validate", "status", "drain", "import-arc", "version"}
+
+// unknownCommand says that name is no command, and which it was probably meant to be.
+func unknownCommand(name string) string {
+	msg := fmt.Sprintf("unknown command %q", name)
+	if s := suggest.Closest(name, commands); s != "" {
+		msg += "; did you mean " + s + "?"
+	}
+	return msg
 }
 
 // parseCommandLine parses args as run would, and runs nothing: what the docs'
@@ -79,7 +101,7 @@ func parseCommandLine(args []string, getenv func(string) string) error {
 	var err error
 	switch name {
 	case "validate":
-		_, _, err = parseValidate(rest, getenv)
+		_, err = parseValidate(rest, getenv)
 	case "status":
 		_, err = parseStatus(rest, getenv)
 	case "drain":
@@ -90,7 +112,7 @@ func parseCommandLine(args []string, getenv func(string) string) error {
 		_, err = parseImport(rest, getenv, io.Discard)
 	case "help", "-h", "-help", "--help":
 	default:
-		err = usagef("unknown command %q", name)
+		err = usagef("%s", unknownCommand(name))
 	}
 	if errIsHelp(err) {
 		return nil

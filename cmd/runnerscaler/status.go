@@ -10,7 +10,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/runnerscaler/runnerscaler/internal/awsconf"
-	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolstate"
 	"github.com/runnerscaler/runnerscaler/internal/queuewait"
 	"github.com/runnerscaler/runnerscaler/internal/redeliver"
@@ -94,7 +93,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer, getenv f
 	if err != nil {
 		return err
 	}
-	if f.pools, err = poolsFile(f.pools, getenv, "--pools"); err != nil {
+	if f.pools, err = poolsFile(f.pools, getenv, "--pools FILE"); err != nil {
 		return err
 	}
 	g, err := newGatherer(ctx, f)
@@ -130,7 +129,7 @@ func runStatus(ctx context.Context, args []string, stdout, _ io.Writer, getenv f
 
 // newGatherer connects to the table and the cluster with the operator's credentials.
 func newGatherer(ctx context.Context, f statusFlags) (*gather.Gatherer, error) {
-	pools, err := pool.Load(f.pools)
+	pools, err := loadPools(f.pools)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,8 @@
 package arcimport
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/poolcheck"
@@ -14,11 +14,12 @@ import (
 // import writes none.
 func Check(raw []byte) (*pool.Config, error) {
 	if problems := poolcheck.Check(raw); len(problems) > 0 {
-		errs := make([]error, len(problems))
+		msgs := make([]string, len(problems))
 		for i, p := range problems {
-			errs[i] = p
+			msgs[i] = p.Error()
 		}
-		return nil, fmt.Errorf("the sweeper's checks (runnerscaler validate) refuse it: %w", errors.Join(errs...))
+		// One line: the reason is written as a comment of the output file.
+		return nil, fmt.Errorf("the sweeper's checks (runnerscaler validate) refuse it: %s", strings.Join(msgs, "; "))
 	}
 	cfg, err := pool.Parse(raw)
 	if err != nil {

@@ -54,11 +54,11 @@ func isValues(o *object) bool {
 // carry, each with what replaces it here.
 var whatScaleSetsAreNot = map[string][2]string{
 	"githubConfigSecret": {"ARC's GitHub credentials (a PAT, a GitHub App, or a Secret's name): the stack has its own, one GitHub App for organizations and repositories (a PAT for enterprises) serving every pool",
-		"install the stack's GitHub App on %s (see Deploy), or for an enterprise give the stack's PAT the enterprise runner scope"},
+		"install the stack's GitHub App on %s (docs/getting-started.md#1-create-the-github-app), or for an enterprise give the stack's PAT the enterprise runner scope"},
 	"listenerTemplate": {"the listener's pod: runnerscaler has no listener, GitHub's workflow_job deliveries reach the webhook function",
-		"nothing: subscribe the stack's GitHub App to Workflow job events (see Deploy)"},
+		"nothing: subscribe the stack's GitHub App to Workflow job events (docs/github-app.md)"},
 	"listenerMetrics": {"the listener's metrics: runnerscaler has no listener",
-		"runnerscaler's metrics and alarms are in CloudWatch (see Metrics, alarms, dashboard); runnerscaler status shows the pools"},
+		"runnerscaler's metrics and alarms are in CloudWatch (docs/operations.md#metrics-alarms-dashboard); runnerscaler status shows the pools"},
 	"controllerServiceAccount": {"ARC's controller's service account: runnerscaler's sweeper uses the role of infra/rbac.yaml",
 		"nothing: apply infra/rbac.yaml (and infra/rbac-docker.yaml for docker pools)"},
 	"proxy": {"ARC's proxy settings for the controller, the listener and the runners",
@@ -66,9 +66,9 @@ var whatScaleSetsAreNot = map[string][2]string{
 	"githubServerTLS": {"ARC's CA certificate for a GitHub server with a self-signed certificate",
 		"mount the CA in the runner container (a configMap volume in kubernetes.template) and set NODE_EXTRA_CA_CERTS to it; the Lambdas need it too"},
 	"keyVault": {"ARC's key vault for the GitHub credentials",
-		"the stack reads its GitHub App key and PAT from Secrets Manager (see Deploy)"},
+		"the stack reads its GitHub App key and PAT from Secrets Manager (docs/getting-started.md#6-fill-the-secrets)"},
 	"vaultConfig": {"ARC's key vault for the GitHub credentials",
-		"the stack reads its GitHub App key and PAT from Secrets Manager (see Deploy)"},
+		"the stack reads its GitHub App key and PAT from Secrets Manager (docs/getting-started.md#6-fill-the-secrets)"},
 }
 
 // scaleSet converts an AutoscalingRunnerSet, or a gha-runner-scale-set values

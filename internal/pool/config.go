@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"go.yaml.in/yaml/v3"
 
@@ -56,10 +57,11 @@ type Pool struct {
 	// implied like `self-hosted` and `linux`: the runner agent adds these itself.
 	Arch      string `yaml:"arch"`
 	Ephemeral *bool  `yaml:"ephemeral"`
-	// Registration is how the pool's runners register: RegistrationJIT (the
-	// default for ephemeral pools: one just-in-time config per runner) or
-	// RegistrationToken (one registration token per scope; required for
-	// persistent pools). See UsesToken.
+	// Registration is how the pool's runners register: "jit" (the default for
+	// ephemeral pools: one just-in-time config per runner) or "token" (one
+	// registration token per scope; required for persistent pools).
+	//
+	// RegistrationJIT, RegistrationToken; see UsesToken.
 	Registration string `yaml:"registration"`
 	// AllowJobsToReadRegistrationToken accepts that the pool's jobs can read its
 	// registration token, which registers runners of any name and labels in the
@@ -79,16 +81,23 @@ type Pool struct {
 	ScaleDownDelaySecondsAfterScaleOut *int                `yaml:"scaleDownDelaySecondsAfterScaleOut"`
 	ScheduledOverrides                 []ScheduledOverride `yaml:"scheduledOverrides"`
 	// RerunsPerRun is how many times a workflow run may be re-run because a
-	// job of it died with its runner (default DefaultRerunsPerRun; 0: never).
+	// job of it died with its runner (default 1; 0: never; at most 50).
+	//
+	// DefaultRerunsPerRun.
 	RerunsPerRun *int       `yaml:"rerunsPerRun"`
 	Kubernetes   Kubernetes `yaml:"kubernetes"`
 	// Headroom, when set, keeps placeholder pods for the pool's next runners.
 	Headroom *Headroom `yaml:"headroom"`
 	// RunnerVersion is the actions/runner version the pool's image runs
-	// (runnerversion.go; "": the version runner/Dockerfile installs).
+	// (default: the version runner/Dockerfile installs), for the alarm before
+	// GitHub stops giving it jobs.
+	//
+	// See runnerversion.go.
 	RunnerVersion string `yaml:"runnerVersion"`
 	// OverflowTo, when set, names the pool that serves the pool's queued jobs
-	// while it is saturated (overflow.go).
+	// while it is saturated.
+	//
+	// See overflow.go.
 	OverflowTo string `yaml:"overflowTo"`
 }
 
@@ -98,7 +107,7 @@ type ScaleUpTrigger struct {
 	Duration Duration `yaml:"duration"`
 }
 
-// ScheduledOverride replaces minReplicas between StartTime and EndTime, optionally recurring.
+// ScheduledOverride replaces minReplicas between startTime and endTime, optionally recurring.
 type ScheduledOverride struct {
 	StartTime      Time            `yaml:"startTime"`
 	EndTime        Time            `yaml:"endTime"`
@@ -106,7 +115,7 @@ type ScheduledOverride struct {
 	MinReplicas    *int            `yaml:"minReplicas"`
 }
 
-// RecurrenceRule repeats an override's window with Frequency until UntilTime (if set).
+// RecurrenceRule repeats an override's window every frequency until untilTime (if set).
 type RecurrenceRule struct {
 	Frequency string `yaml:"frequency"`
 	UntilTime Time   `yaml:"untilTime"`
@@ -115,8 +124,11 @@ type RecurrenceRule struct {
 // Frequencies a RecurrenceRule accepts (ARC's names).
 var Frequencies = []string{"Daily", "Weekly", "Monthly", "Yearly"}
 
-// Kubernetes says where and how runner pods run. Template and VolumeClaimTemplates
-// are raw YAML, decoded and validated by the sweeper (package runnerpod).
+// Kubernetes says where and how runner pods run: their namespace, image,
+// service account, docker, pod template and volume claim templates.
+//
+// Template and VolumeClaimTemplates are raw YAML, decoded and validated by the
+// sweeper (package runnerpod).
 type Kubernetes struct {
 	Namespace          string `yaml:"namespace"`
 	ServiceAccountName string `yaml:"serviceAccountName"`
@@ -314,7 +326,10 @@ func (p *Pool) validate() []error {
 		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
 	var errs []error
 	for _, check := range checks {
-		if err := check(); err != nil {
+		err := check()
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, joined.Unwrap()...) // each element of a list on its own
+		} else if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -335,16 +350,28 @@ func (p *Pool) validateScope() error {
 	return nil
 }
 
+// validateLabels reports every bad label, each at its index. A label is one
+// word of the runner's comma-separated label list: no comma and no space.
+// `self-hosted`, which every runner gets (see AllLabels) and a pool cannot do
+// without, is refused in labels rather than registered twice: a file that lists
+// it reads as if it were optional.
 func (p *Pool) validateLabels() error {
+	var errs []error
 	for i, l := range p.Labels {
-		if strings.TrimSpace(l) == "" || strings.Contains(l, ",") {
-			return fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l)
+		switch {
+		case strings.TrimSpace(l) == "" || strings.Contains(l, ","):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q must be non-empty and contain no comma", i, l))
+		case strings.ContainsFunc(l, unicode.IsSpace):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q must contain no space: a label is one word of runs-on", i, l))
+		case strings.EqualFold(l, "self-hosted"):
+			errs = append(errs, fmt.Errorf("labels[%d]: %q is implied: every runner has self-hosted, linux and its arch (%s); "+
+				"leave it out, jobs that ask for it still match", i, l, p.Arch))
 		}
 	}
 	if !slices.Contains(Arches, p.Arch) {
-		return fmt.Errorf("arch: %q must be one of %v", p.Arch, Arches)
+		errs = append(errs, fmt.Errorf("arch: %q must be one of %v", p.Arch, Arches))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (p *Pool) validateRegistration() error {

@@ -13,15 +13,17 @@ type Headroom struct {
 	// Replicas is how many placeholders the pool keeps outside the scheduled
 	// overrides (0 to at most maxReplicas).
 	Replicas int `yaml:"replicas"`
-	// Image is the placeholders' image (default DefaultHeadroomImage); it must
-	// run as a non-root user and do nothing.
+	// Image is the placeholders' image (default registry.k8s.io/pause:3.10); it
+	// must run as a non-root user and do nothing.
+	//
+	// DefaultHeadroomImage.
 	Image string `yaml:"image"`
-	// ScheduledOverrides replace Replicas in their windows; the first active one wins.
+	// ScheduledOverrides replace replicas in their windows; the first active one wins.
 	ScheduledOverrides []HeadroomOverride `yaml:"scheduledOverrides"`
 }
 
-// HeadroomOverride replaces headroom.replicas between StartTime and EndTime,
-// optionally recurring, as a ScheduledOverride replaces minReplicas.
+// HeadroomOverride replaces headroom.replicas between startTime and endTime,
+// optionally recurring, as a scheduled override of the pool replaces minReplicas.
 type HeadroomOverride struct {
 	StartTime      Time            `yaml:"startTime"`
 	EndTime        Time            `yaml:"endTime"`

@@ -70,6 +70,19 @@ func templateProblems(p *pool.Pool, at *yaml.Node, prefix string) []*pool.Proble
 	if err == nil {
 		return nil
 	}
+	errs := []error{err}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = joined.Unwrap()
+	}
+	var out []*pool.Problem
+	for _, err := range errs {
+		out = append(out, templateProblem(err, p, at, prefix)...)
+	}
+	return out
+}
+
+// templateProblem places one error of runnerpod's checks.
+func templateProblem(err error, p *pool.Pool, at *yaml.Node, prefix string) []*pool.Problem {
 	where := fmt.Sprintf("%s (%s)", prefix, p.Name)
 	msg := strings.TrimPrefix(err.Error(), "pool "+p.Name+": ")
 	field, rest, _ := strings.Cut(msg, ": ")

@@ -76,6 +76,29 @@ func TestCheckPlacesEachCheck(t *testing.T) {
     organization: org
     kubernetes: {namespace: ns, image: runner:1}
 `, "2:5: pools[0] (a): maxReplicas: required\n"},
+		{"every bad label at its place", `pools:
+  - name: a
+    organization: org
+    maxReplicas: 3
+    labels: ["", "a,b", "gpu large", self-hosted]
+    kubernetes: {namespace: ns, image: runner:1}
+`, "5:14: pools[0] (a): labels[0]: \"\" must be non-empty and contain no comma\n" +
+			"5:18: pools[0] (a): labels[1]: \"a,b\" must be non-empty and contain no comma\n" +
+			"5:25: pools[0] (a): labels[2]: \"gpu large\" must contain no space: a label is one word of runs-on\n" +
+			"5:38: pools[0] (a): labels[3]: \"self-hosted\" is implied: every runner has self-hosted, linux and its arch (x64); " +
+			"leave it out, jobs that ask for it still match\n"},
+		{"every problem of the pod template at its place", `pools:
+  - name: a
+    organization: org
+    maxReplicas: 3
+    kubernetes:
+      namespace: ns
+      template:
+        spec:
+          containers: [{name: runner, image: r, volumeMounts: [{name: w, mountPath: /x}, {name: nope, mountPath: /y}]}]
+          volumes: [{name: w, emptyDir: {}}, {name: w, emptyDir: {}}]
+`, "9:91: pools[0] (a): kubernetes.template.spec.containers[0].volumeMounts[1].name: \"nope\": no such volume or volume claim template\n" +
+			"10:47: pools[0] (a): kubernetes.template.spec.volumes[1].name: \"w\": duplicate volume name\n"},
 		{"not YAML", "pools: [\n", "1:1: yaml: did not find expected node content\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

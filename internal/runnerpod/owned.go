@@ -172,12 +172,19 @@ func ownedPaths(tmpl corev1.PodTemplateSpec) error {
 	return nil
 }
 
-// ownedClaims: no volume claim template takes the state volume's or the token's name.
+// ownedClaims: no volume claim template takes the state volume's or the
+// token's name, or another claim's: each claim becomes a volume of that name
+// in the pod, and the API server refuses two volumes of one name.
 func ownedClaims(claims []corev1.PersistentVolumeClaim) error {
+	seen := map[string]bool{}
 	for i, c := range claims {
-		if c.Name == StateVolume || c.Name == TokenVolume {
+		switch {
+		case c.Name == StateVolume || c.Name == TokenVolume:
 			return fmt.Errorf("kubernetes.volumeClaimTemplates[%d].metadata.name: %q is the runner's state volume or registration token, added by the runnerscaler", i, c.Name)
+		case seen[c.Name]:
+			return fmt.Errorf("kubernetes.volumeClaimTemplates[%d].metadata.name: %q: duplicate volume claim template name", i, c.Name)
 		}
+		seen[c.Name] = true
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,7 +135,9 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	if tmpl.Spec.RestartPolicy == "" {
 		tmpl.Spec.RestartPolicy = corev1.RestartPolicyAlways // the only policy a StatefulSet accepts
 	}
-	addDocker(p, &tmpl)
+	if err := addDocker(p, &tmpl); err != nil {
+		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+	}
 	if err := stopTiming(&tmpl.Spec); err != nil {
 		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 	}
@@ -246,10 +249,21 @@ const DockerHost = "tcp://localhost:2375"
 // docker (bind mounts) exist where dockerd looks.
 const dockerWorkDir = "/home/runner/_work"
 
-func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
+// WorkVolume is the volume dockerEnabled shares between the runner container
+// and the docker sidecar at dockerWorkDir. A template's own volume or volume
+// claim template of that name is that volume, as in ARC (a dind pool whose
+// work directory is on a disk of its own); without one, an emptyDir is added.
+// The runner container mounts it there unless the template mounts it there
+// already; a template that mounts another volume there is refused, since the
+// sidecar would see other files than the runner. docs/design/dind-work-volume.md
+// says why this is reused rather than refused.
+const WorkVolume = "work"
+
+func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) error {
 	k := p.Kubernetes
 	spec := &tmpl.Spec
-	c := &spec.Containers[runnerIndex(spec.Containers)]
+	i := runnerIndex(spec.Containers)
+	c := &spec.Containers[i]
 	switch {
 	case k.DockerdWithinRunnerContainer:
 		if c.SecurityContext == nil {
@@ -260,10 +274,23 @@ func addDocker(p *pool.Pool, tmpl *corev1.PodTemplateSpec) {
 	case k.DockerEnabled && !hasContainer(spec, DockerContainer):
 		c.Env = append(c.Env, corev1.EnvVar{Name: "DOCKER_ENABLED", Value: "true"},
 			corev1.EnvVar{Name: "DOCKER_HOST", Value: DockerHost})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "work", MountPath: dockerWorkDir})
+		j := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return path.Clean(m.MountPath) == dockerWorkDir })
+		switch {
+		case j < 0:
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: WorkVolume, MountPath: dockerWorkDir})
+		case c.VolumeMounts[j].Name != WorkVolume:
+			return fmt.Errorf("spec.containers[%d].volumeMounts[%d].name: %q: dockerEnabled shares the volume %q at %s "+
+				"with the docker sidecar, so the runner container must mount that volume there (or nothing)",
+				i, j, c.VolumeMounts[j].Name, WorkVolume, dockerWorkDir)
+		}
 		spec.InitContainers = append(spec.InitContainers, dockerSidecar())
-		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		named := func(name string) bool { return name == WorkVolume }
+		if !slices.ContainsFunc(spec.Volumes, func(v corev1.Volume) bool { return named(v.Name) }) &&
+			!slices.ContainsFunc(volumeClaims(p), func(c corev1.PersistentVolumeClaim) bool { return named(c.Name) }) {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: WorkVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
 	}
+	return nil
 }
 
 // dockerSidecar is dockerd as a native sidecar (see the package doc): after
@@ -275,7 +302,7 @@ func dockerSidecar() corev1.Container {
 		RestartPolicy:   ptr.To(corev1.ContainerRestartPolicyAlways),
 		Env:             []corev1.EnvVar{{Name: "DOCKER_TLS_CERTDIR", Value: ""}},
 		SecurityContext: &corev1.SecurityContext{Privileged: ptr.To(true)},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "work", MountPath: dockerWorkDir}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: WorkVolume, MountPath: dockerWorkDir}},
 	}
 }
 
@@ -530,8 +557,10 @@ func Validate(cfg *pool.Config) error {
 }
 
 // ValidatePool checks the pool's template and volume claim templates, including
-// what the API server would refuse in a StatefulSet (see admissible). The error
-// begins with `pool NAME: ` and the field, e.g. `kubernetes.template: `.
+// what the API server would refuse in the StatefulSet the sweeper builds from
+// them (see admissible and finalPod). Each error begins with `pool NAME: ` and
+// the field, e.g. `kubernetes.template: `; the error joins one per problem of
+// the final pod.
 func ValidatePool(p *pool.Pool) error {
 	tmpl, err := Template(p)
 	if err != nil {
@@ -544,8 +573,12 @@ func ValidatePool(p *pool.Pool) error {
 	if err := ownedClaims(claims); err != nil {
 		return fmt.Errorf("pool %s: %w", p.Name, err)
 	}
-	if err := admissible(tmpl, claims); err != nil {
-		return fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+	if errs := admissible(finalPod(p, tmpl)); len(errs) > 0 {
+		wrapped := make([]error, len(errs))
+		for i, err := range errs {
+			wrapped[i] = fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
+		}
+		return errors.Join(wrapped...)
 	}
 	if tmpl.Spec.Containers[runnerIndex(tmpl.Spec.Containers)].ReadinessProbe != nil {
 		return fmt.Errorf("pool %s: kubernetes.template: the %s container's readinessProbe is the runnerscaler's "+
@@ -555,4 +588,30 @@ func ValidatePool(p *pool.Pool) error {
 		return fmt.Errorf("pool %s: %w", p.Name, err)
 	}
 	return nil
+}
+
+// FinalPod is the pod of a runner of the pool as the sweeper creates it (see
+// finalPod), for the checks that need the whole pod, such as Pod Security's.
+func FinalPod(p *pool.Pool) (corev1.PodTemplateSpec, error) {
+	tmpl, err := Template(p)
+	if err != nil {
+		return tmpl, err
+	}
+	pod, _ := finalPod(p, tmpl)
+	return pod, nil
+}
+
+// finalPod is the pod template and volume claim templates of the StatefulSet
+// the sweeper builds for a runner of the pool, with everything it adds to the
+// pool's template (the docker sidecar and work volume, the state volume, the
+// registration token's file for a pool that uses one), so that the checks see
+// what the API server will. The runner's name and credentials are stand-ins:
+// they change values, not which fields there are.
+func finalPod(p *pool.Pool, tmpl corev1.PodTemplateSpec) (corev1.PodTemplateSpec, []corev1.PersistentVolumeClaim) {
+	creds := Credentials{RunnerID: 1, JITConfig: "stand-in"}
+	if p.UsesToken() {
+		creds = Credentials{Token: "stand-in"}
+	}
+	sts := StatefulSet(Spec{Pool: p, Template: tmpl, Hash: Hash(p, tmpl), Name: NewName(p.Name), Creds: creds})
+	return sts.Spec.Template, sts.Spec.VolumeClaimTemplates
 }

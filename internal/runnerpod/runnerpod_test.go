@@ -459,3 +459,100 @@ func TestTemplatesOwnDockerIsKept(t *testing.T) {
 		})
 	}
 }
+
+// TestDockerReusesTheTemplatesWorkVolume: a dockerEnabled pool whose template
+// has a volume named work (ARC's dind-with-extra-volumes values convert to
+// that) or a volume claim template of that name gets no second work volume,
+// which the API server would refuse as a duplicate: that volume is the one the
+// runner container and the sidecar share at the work directory. A runner
+// container that mounts work there already keeps its one mount.
+func TestDockerReusesTheTemplatesWorkVolume(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, kubernetes string }{
+		{"template volume", "dockerEnabled: true\n      template: {spec: {containers: [{name: runner, image: r, volumeMounts: [{name: work, mountPath: /runner/_work}]}], " +
+			"volumes: [{name: work, hostPath: {path: /data, type: Directory}}]}}"},
+		{"mounted at the work directory already", "dockerEnabled: true\n      template: {spec: {containers: [{name: runner, image: r, volumeMounts: [{name: work, mountPath: /home/runner/_work/}]}], " +
+			"volumes: [{name: work, ephemeral: {volumeClaimTemplate: {spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}}}]}}"},
+		{"volume claim template", "dockerEnabled: true\n      image: r\n      volumeClaimTemplates: [{metadata: {name: work}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := parsePool(t, tc.kubernetes)
+			if err := runnerpod.Validate(cfg); err != nil {
+				t.Fatal(err)
+			}
+			spec := runnerPod(t, cfg)
+			var works []corev1.Volume
+			for _, v := range spec.Volumes {
+				if v.Name == runnerpod.WorkVolume {
+					works = append(works, v)
+				}
+			}
+			claim := strings.Contains(tc.name, "claim")
+			if claim && len(works) != 0 || !claim && (len(works) != 1 || works[0].EmptyDir != nil) {
+				t.Fatalf("work volumes %+v: want the template's own, once", works)
+			}
+			atWorkDir := func(c corev1.Container) int {
+				n := 0
+				for _, m := range c.VolumeMounts {
+					if m.Name == runnerpod.WorkVolume && strings.TrimSuffix(m.MountPath, "/") == "/home/runner/_work" {
+						n++
+					}
+				}
+				return n
+			}
+			if atWorkDir(spec.Containers[0]) != 1 || atWorkDir(spec.InitContainers[len(spec.InitContainers)-1]) != 1 {
+				t.Errorf("runner mounts %+v, sidecar mounts %+v: want work at the work directory once in each",
+					spec.Containers[0].VolumeMounts, spec.InitContainers[len(spec.InitContainers)-1].VolumeMounts)
+			}
+		})
+	}
+}
+
+// TestDockerRefusesAnotherVolumeAtTheWorkDirectory: with dockerEnabled, the
+// runner container cannot mount another volume than work at the directory it
+// shares with the sidecar: the sidecar would see other files than the runner.
+func TestDockerRefusesAnotherVolumeAtTheWorkDirectory(t *testing.T) {
+	t.Parallel()
+	cfg := parsePool(t, "dockerEnabled: true\n      template: {spec: {containers: [{name: runner, image: r, volumeMounts: [{name: cache, mountPath: /home/runner/_work}]}], "+
+		"volumes: [{name: cache, emptyDir: {}}]}}")
+	err := runnerpod.Validate(cfg)
+	if err == nil || !strings.Contains(err.Error(), `pool p: kubernetes.template: spec.containers[0].volumeMounts[0].name: "cache": dockerEnabled shares the volume "work"`) {
+		t.Fatalf("Validate: %v, want the runner's mount of cache refused", err)
+	}
+}
+
+// TestValidateReportsEveryProblemOfThePod: every refusal of the final pod is
+// reported, each with its field — duplicate volume names, a mount path used
+// twice, a volume that is not there — not only the first.
+func TestValidateReportsEveryProblemOfThePod(t *testing.T) {
+	t.Parallel()
+	cfg := parsePool(t, "template: {spec: {containers: [{name: runner, image: r, volumeMounts: [{name: a, mountPath: /x}, {name: b, mountPath: /x}, {name: nope, mountPath: /y}]}], "+
+		"volumes: [{name: a, emptyDir: {}}, {name: b, emptyDir: {}}, {name: a, emptyDir: {}}]}}")
+	err := runnerpod.Validate(cfg)
+	if err == nil {
+		t.Fatal("Validate: nil")
+	}
+	for _, want := range []string{
+		`pool p: kubernetes.template: spec.volumes[2].name: "a": duplicate volume name`,
+		`pool p: kubernetes.template: spec.containers[0].volumeMounts[1].mountPath: "/x": another volume is mounted there`,
+		`pool p: kubernetes.template: spec.containers[0].volumeMounts[2].name: "nope": no such volume or volume claim template`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate:\n%v\nwant a line %q", err, want)
+		}
+	}
+}
+
+// TestValidateRefusesTwoClaimsOfOneName: two volume claim templates of one
+// name would give the pod two volumes of that name, which the API server
+// refuses: Validate names the second.
+func TestValidateRefusesTwoClaimsOfOneName(t *testing.T) {
+	t.Parallel()
+	cfg := parsePool(t, "image: r\n      volumeClaimTemplates: [{metadata: {name: cache}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}}, "+
+		"{metadata: {name: cache}, spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 2Gi}}}}]")
+	err := runnerpod.Validate(cfg)
+	if err == nil || !strings.Contains(err.Error(), `pool p: kubernetes.volumeClaimTemplates[1].metadata.name: "cache": duplicate volume claim template name`) {
+		t.Fatalf("Validate: %v, want the second claim refused", err)
+	}
+}

@@ -51,16 +51,26 @@ func New(inv Invoker, clk clock.Clock, out io.Writer) *Drainer {
 // ErrNotDrained: the context ended before every runner was gone.
 var ErrNotDrained = errors.New("teardown: runners are still left")
 
+// ErrCannotInvoke marks an Invoker's error that retrying cannot fix: no
+// credentials, a refusal of the caller's rights, no such function, an endpoint
+// whose name does not resolve. An Invoker wraps such an error with it; Drain
+// and Cancel then stop at once with it, instead of retrying until their
+// deadline and reporting runners left that were never looked at.
+var ErrCannotInvoke = errors.New("the sweeper cannot be invoked, and retrying will not change that")
+
 // Drain marks the deployment as being torn down and sweeps until nothing is
 // left in the cluster, or ctx ends (ErrNotDrained, with what is left); then,
 // with GitHub set, it asks GitHub, and fails with ErrLeftOnGitHub if GitHub
-// lists runners of the deployment, or with GitHub's error. Once it has
+// lists runners of the deployment, or with GitHub's error. An invocation error
+// marked ErrCannotInvoke ends it at once with that error. Once it has
 // started, the pools stay drained — webhook deliveries and schedules no longer
 // create runners — until Cancel.
 func (d *Drainer) Drain(ctx context.Context) error {
 	for round := 1; ; round++ {
 		r, err := d.sweep(ctx, sweepevent.DrainStart)
 		switch {
+		case errors.Is(err, ErrCannotInvoke):
+			return fmt.Errorf("round %d: %w", round, err)
 		case err != nil && ctx.Err() != nil:
 			return fmt.Errorf("%w: %w", ErrNotDrained, err)
 		case err != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,25 @@ func TestDrainEndsOnlyWhenNothingIsLeft(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestDrainStopsAtOnceOnAnErrorRetryingCannotFix: an invocation error marked
+// ErrCannotInvoke ends the drain at the first round with that error, not with
+// ErrNotDrained at the deadline.
+func TestDrainStopsAtOnceOnAnErrorRetryingCannotFix(t *testing.T) {
+	t.Parallel()
+	denied := fmt.Errorf("%w: AccessDeniedException: not authorized", teardown.ErrCannotInvoke)
+	s := &script{answers: []any{denied, sweepevent.Report{Draining: true}}}
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	err := drainer(s, &out).Drain(ctx)
+	if !errors.Is(err, teardown.ErrCannotInvoke) || errors.Is(err, teardown.ErrNotDrained) || !strings.Contains(err.Error(), "AccessDeniedException") {
+		t.Fatalf("error %v, want ErrCannotInvoke naming AccessDeniedException", err)
+	}
+	if len(s.events) != 1 || ctx.Err() != nil {
+		t.Fatalf("%d invocations, want 1 and no wait for the deadline", len(s.events))
 	}
 }
 

@@ -148,6 +148,10 @@ func (g *generator) object(t reflect.Type) map[string]any {
 			s = g.schema(f.Type)
 		}
 		if d := g.docs[key]; d != "" {
+			// The file's name of the field, not the Go one: "Image is ..." → "image is ...".
+			if rest, ok := strings.CutPrefix(d, f.Name+" "); ok {
+				d = name + " " + rest
+			}
 			s["description"] = d
 		}
 		for k, v := range constraints[key] {
