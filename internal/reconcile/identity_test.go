@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -268,4 +269,42 @@ pools:
 	if len(st.Foreign) != 1 {
 		t.Fatalf("q's status names foreign objects %q; want the forged pod", st.Foreign)
 	}
+}
+
+// TestDeletionCutShortAfterTheRetirementIsFinished: a runner is retired from
+// the roster before its StatefulSet is deleted; when that deletion fails, the
+// StatefulSet is still the runner's (the retired entry recorded its UID), not
+// a foreign object: the next sweep deletes it, and nothing of the runner is
+// left.
+func TestDeletionCutShortAfterTheRetirementIsFinished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	name := e.statefulSets()[0]
+	r := e.start(name)
+	e.mustSweep(1, time.Time{})
+	e.exit(name, r.ID)
+	refuse := func(req *http.Request) error {
+		if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/statefulsets/") {
+			return fmt.Errorf("injected: deleting a statefulset refused")
+		}
+		return nil
+	}
+	e.refuse.Store(&refuse)
+	if err := e.sweep(0, time.Time{}); err == nil {
+		t.Fatal("a sweep whose StatefulSet deletion was refused reported no error")
+	}
+	live, err := e.roster.Live(t.Context(), "p")
+	if err != nil || len(live) != 0 {
+		t.Fatalf("live runners %+v (%v); want the runner retired before its deletion", live, err)
+	}
+	e.refuse.Store(nil)
+	e.mustSweep(0, time.Time{})
+	if got := e.statefulSets(); len(got) != 0 {
+		t.Fatalf("statefulsets %v left, want the retired runner's deleted", got)
+	}
+	if len(e.status.Foreign) != 0 {
+		t.Fatalf("foreign objects %q: a retired runner's StatefulSet is still its own", e.status.Foreign)
+	}
+	e.waitGone(name)
 }
