@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -175,5 +176,57 @@ func TestUpgradeOrphanOfAnEntryWithoutUIDsIsFinished(t *testing.T) {
 		t.Fatalf("the orphan pod still carries our finalizer after 4 sweeps (status foreign: %q)", e.status.Foreign)
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
+	}
+}
+
+// loseAnswer passes every request on, and loses the answer of the first that
+// match accepts: the server did it, the client hears an error.
+type loseAnswer struct {
+	rt    http.RoundTripper
+	match func(*http.Request) bool
+	lost  atomic.Int32
+}
+
+func (l *loseAnswer) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(req)
+	if err == nil && l.match(req) && l.lost.Add(1) == 1 {
+		resp.Body.Close()
+		return nil, errors.New("injected: the answer was lost")
+	}
+	return resp, err
+}
+
+// TestStatefulSetCreateWithALostAnswerIsCleanedUp: the API server created the
+// runner's StatefulSet but its answer was lost. create undoes the runner
+// (removes its registration, retires it, deletes its Secret), while the
+// StatefulSet — and the pod its controller makes, which carries our
+// finalizer — exists. Later sweeps must delete them, not leave them foreign
+// for ever (a pod that can never start, holding its node's resources).
+func TestStatefulSetCreateWithALostAnswerIsCleanedUp(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	la := &loseAnswer{match: func(req *http.Request) bool {
+		return req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/statefulsets") && req.URL.Query().Get("dryRun") == ""
+	}}
+	cfg := testenv.RESTConfig(t)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { la.rt = rt; return la })
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.rec = e.newReconciler(kube, e.gh)
+	if err := e.sweep(1, time.Time{}); err == nil || la.lost.Load() != 1 {
+		t.Fatalf("sweep: %v, answers lost %d; want the StatefulSet create's answer lost", err, la.lost.Load())
+	}
+	lost := e.statefulSets()
+	if len(lost) != 1 {
+		t.Fatalf("statefulsets %v, want the one whose answer was lost", lost)
+	}
+	for range 4 {
+		e.clock.Step(10 * time.Minute)
+		_ = e.sweep(0, time.Time{})
+	}
+	if slices.Contains(e.statefulSets(), lost[0]) {
+		t.Fatalf("statefulset %s is still there after 40 minutes of sweeps to 0 (status foreign: %q)", lost[0], e.status.Foreign)
 	}
 }
