@@ -63,6 +63,16 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
 		if e == nil {
 			continue // foreign: left alone
 		}
+		if !e.Retired.IsZero() {
+			// Its runner was released and retired, and the Secret's deletion
+			// was cut short: it only goes.
+			err := r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting the secret of retired runner %s: %w", sec.Name, err))
+				pending = true
+			}
+			continue
+		}
 		if podded[sec.Name] {
 			// Its StatefulSet is gone but its pod is not: the orphan's graceful
 			// stop (finishOrphans) asks every busy signal before it releases the

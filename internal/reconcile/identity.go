@@ -71,6 +71,10 @@ func (r *Reconciler) claimStatefulSet(ctx context.Context, s *sweep, ids identit
 	e := ids.byName[runnerpod.PodName(sts.Name)]
 	switch {
 	case e == nil:
+		ret, err := r.retiredEntry(ctx, s, runnerpod.PodName(sts.Name), func(e roster.Runner) bool { return e.StatefulSetUID == string(sts.UID) })
+		if err != nil || ret != nil {
+			return ret, err
+		}
 		s.noteForeign("statefulset", sts.Name, "no runner of its name on the roster")
 		return nil, nil
 	case e.StatefulSetUID == string(sts.UID):
@@ -96,6 +100,10 @@ func (r *Reconciler) claimSecret(ctx context.Context, s *sweep, sec *corev1.Secr
 	e := s.roster[runnerpod.PodName(sec.Name)]
 	switch {
 	case e == nil:
+		ret, err := r.retiredEntry(ctx, s, runnerpod.PodName(sec.Name), func(e roster.Runner) bool { return e.SecretUID == string(sec.UID) })
+		if err != nil || ret != nil {
+			return ret, err
+		}
 		s.noteForeign("secret", sec.Name, "no runner of its name on the roster")
 		return nil, nil
 	case e.SecretUID == string(sec.UID):
@@ -105,6 +113,22 @@ func (r *Reconciler) claimSecret(ctx context.Context, s *sweep, sec *corev1.Secr
 		return nil, nil
 	}
 	return r.recordUID(ctx, s, e, "secret", sec.Name, roster.Record{SecretUID: string(sec.UID)}, func() { e.SecretUID = string(sec.UID) })
+}
+
+// retiredEntry returns the retired entry of the runner name when it recorded
+// the object match looks for: a deletion cut short after its retirement
+// (deleteRunner and releaseSecret retire the runner before its objects go).
+// A runner is retired only once GitHub released it, so what is left of it is
+// only to be deleted. nil: none (the object is foreign).
+func (r *Reconciler) retiredEntry(ctx context.Context, s *sweep, name string, match func(roster.Runner) bool) (*roster.Runner, error) {
+	if !runnername.IsPodOf(s.p.Name, name) {
+		return nil, nil
+	}
+	e, found, err := r.opts.Roster.Lookup(ctx, s.p.Name, name)
+	if err != nil || !found || e.Retired.IsZero() || !match(e) || e.Namespace != "" && e.Namespace != s.p.Kubernetes.Namespace {
+		return nil, err
+	}
+	return &e, nil
 }
 
 // recordUID records what rec says of e; a refusal (another object already

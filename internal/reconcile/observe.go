@@ -148,6 +148,15 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 		if e == nil {
 			continue
 		}
+		if !e.Retired.IsZero() {
+			// Its runner was retired and its deletion cut short: the
+			// StatefulSet goes (finishRetired); its pod is an orphan of the
+			// retired runner (orphanEntry), stopped like any (finishOrphans).
+			if sts.DeletionTimestamp == nil {
+				s.retired = append(s.retired, sts)
+			}
+			continue
+		}
 		claimed[sts.UID] = true
 		rn := &runner{sts: sts, pod: byOwner[string(sts.UID)], id: e}
 		if rn.pod != nil {

@@ -45,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
@@ -221,7 +222,7 @@ func (r *Reconciler) stages(ctx context.Context, s *sweep) error {
 		return errors.Join(errs...)
 	}
 	grown, err := r.grow(ctx, s, want)
-	if done(err) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
+	if done(err) || done(r.finishRetired(ctx, s)) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
 		return errors.Join(errs...)
 	}
 	done(r.guardBudget(ctx, s))
@@ -295,6 +296,9 @@ type sweep struct {
 	// on no roster entry (identity.go).
 	roster  map[string]*roster.Runner
 	foreign []string
+	// retired: StatefulSets of retired runners whose deletion was cut short
+	// (finishRetired).
+	retired []*appsv1.StatefulSet
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
 	waiting waiting
 	// stats: what the sweep did, for its metrics and log line alone (metrics.go).
