@@ -126,6 +126,16 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	}
 	ids := newIdentities(live, ns)
 	s.roster = ids.byName
+	// Every runner name an object of the pool's namespace carries, ours or
+	// not, foreign or not: a live entry none names has nothing left
+	// (retireEmpty).
+	s.named = map[string]bool{}
+	for i := range pods.Items {
+		s.named[pods.Items[i].Name] = true
+	}
+	for i := range stss.Items {
+		s.named[runnerpod.PodName(stss.Items[i].Name)] = true
+	}
 	pods.Items = slices.DeleteFunc(pods.Items, func(o corev1.Pod) bool { return !r.ours(o.ObjectMeta) })
 	stss.Items = slices.DeleteFunc(stss.Items, func(o appsv1.StatefulSet) bool { return !r.ours(o.ObjectMeta) })
 	// A StatefulSet's pod is the one it controls under its one pod name: a pod

@@ -299,6 +299,8 @@ type sweep struct {
 	// retired: StatefulSets of retired runners whose deletion was cut short
 	// (finishRetired).
 	retired []*appsv1.StatefulSet
+	// named: the runner (pod) names the pool's pods and StatefulSets carry.
+	named map[string]bool
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
 	waiting waiting
 	// stats: what the sweep did, for its metrics and log line alone (metrics.go).
