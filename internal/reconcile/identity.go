@@ -154,22 +154,25 @@ func (r *Reconciler) orphanEntry(ctx context.Context, s *sweep, ids identities, 
 		return e, nil
 	}
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "StatefulSet" || runnerpod.PodName(ref.Name) != pod.Name {
-		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
-		return nil, nil
-	}
-	if e := ids.bySTS[string(ref.UID)]; e != nil && e.Name == pod.Name {
-		return e, nil
+	controlled := ref != nil && ref.Kind == "StatefulSet" && runnerpod.PodName(ref.Name) == pod.Name
+	if controlled {
+		if e := ids.bySTS[string(ref.UID)]; e != nil && e.Name == pod.Name {
+			return e, nil
+		}
 	}
 	if !runnername.IsPodOf(s.p.Name, pod.Name) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil
 	}
+	// A runner retired since: its pod is known by the UID the entry recorded
+	// (an orphan whose owner references the garbage collector removed,
+	// --cascade=orphan), or by the entry's StatefulSet as its controller.
 	e, found, err := r.opts.Roster.Lookup(ctx, s.p.Name, pod.Name)
 	if err != nil {
 		return nil, err
 	}
-	if !found || e.StatefulSetUID != string(ref.UID) || e.Namespace != "" && e.Namespace != pod.Namespace {
+	if !found || e.Namespace != "" && e.Namespace != pod.Namespace ||
+		!e.HasPod(string(pod.UID)) && !(controlled && e.StatefulSetUID == string(ref.UID)) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil
 	}
