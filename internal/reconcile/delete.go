@@ -182,11 +182,20 @@ func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
 // a deletion cut short between the runner's retirement and its StatefulSet's
 // delete. Its pod, an orphan then, is stopped by finishOrphans through the
 // stop machine (the roster ties it to the retired runner by the StatefulSet's
-// UID), and its Secret goes with its owner.
+// UID), and its Secret goes with its owner. A StatefulSet whose pod may hold
+// a job (mayHoldJob) waits.
 func (r *Reconciler) finishRetired(ctx context.Context, s *sweep) error {
 	var errs []error
 	policy := metav1.DeletePropagationBackground
-	for _, sts := range s.retired {
+	for _, rn := range s.retired {
+		sts := rn.sts
+		if mayHoldJob(rn.pod, s.p.IsEphemeral()) {
+			// A pod its controller made again since the runner was released
+			// may have started and taken a job: deleting the StatefulSet
+			// would SIGTERM it. It waits until the pod cannot hold a job.
+			s.noteStuck(sts.Name, "a retired runner's statefulset waits for its pod, which may hold a job")
+			continue
+		}
 		err := r.kube.AppsV1().StatefulSets(sts.Namespace).Delete(ctx, sts.Name, metav1.DeleteOptions{
 			PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
 		if err != nil && !apierrors.IsNotFound(err) {

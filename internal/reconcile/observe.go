@@ -163,7 +163,7 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 			// StatefulSet goes (finishRetired); its pod is an orphan of the
 			// retired runner (orphanEntry), stopped like any (finishOrphans).
 			if sts.DeletionTimestamp == nil {
-				s.retired = append(s.retired, sts)
+				s.retired = append(s.retired, &runner{sts: sts, pod: byOwner[string(sts.UID)], id: e})
 			}
 			continue
 		}

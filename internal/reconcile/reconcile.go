@@ -45,7 +45,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
@@ -298,7 +297,7 @@ type sweep struct {
 	foreign []string
 	// retired: StatefulSets of retired runners whose deletion was cut short
 	// (finishRetired).
-	retired []*appsv1.StatefulSet
+	retired []*runner
 	// named: the runner (pod) names the pool's pods and StatefulSets carry.
 	named map[string]bool
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
