@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -172,11 +173,24 @@ func (r *Reconciler) orphanEntry(ctx context.Context, s *sweep, ids identities, 
 		return nil, err
 	}
 	if !found || e.Namespace != "" && e.Namespace != pod.Namespace ||
-		!e.HasPod(string(pod.UID)) && !(controlled && e.StatefulSetUID == string(ref.UID)) {
+		!e.HasPod(string(pod.UID)) && !(controlled && e.StatefulSetUID == string(ref.UID)) && !legacyOrphan(e, pod, ref, controlled) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil
 	}
 	return &e, nil
+}
+
+// legacyOrphan: e is an entry the previous version wrote (name and creation
+// time only: no namespace, scope, UID or id), and pod is, by that version's
+// rule, its runner's orphan: the runner's own pod name, controlled by the
+// StatefulSet of the runner's name or by nothing (its owner references
+// removed), created after the entry. Such an orphan was left by a StatefulSet
+// deleted before the upgrade, while its stop waited; no UID of it was ever
+// recorded, and without this it keeps our finalizer for ever. Only such
+// entries are trusted this way, and they end with their runners.
+func legacyOrphan(e roster.Runner, pod *corev1.Pod, ref *metav1.OwnerReference, controlled bool) bool {
+	legacy := e.Namespace == "" && e.Scope == "" && e.StatefulSetUID == "" && e.SecretUID == "" && len(e.PodUIDs) == 0 && e.GitHubID == 0
+	return legacy && pod.Name == e.Name && (ref == nil || controlled) && !pod.CreationTimestamp.Time.Before(e.Created.Add(-time.Minute)) // a minute of clock skew
 }
 
 // noteForeign records an object that claims to be a runner's and is not.
