@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -63,6 +64,16 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
 		if e == nil {
 			continue // foreign: left alone
 		}
+		if !e.Retired.IsZero() {
+			// Its runner was released and retired, and the Secret's deletion
+			// was cut short: it only goes.
+			err := r.kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting the secret of retired runner %s: %w", sec.Name, err))
+				pending = true
+			}
+			continue
+		}
 		if podded[sec.Name] {
 			// Its StatefulSet is gone but its pod is not: the orphan's graceful
 			// stop (finishOrphans) asks every busy signal before it releases the
@@ -74,9 +85,41 @@ func (r *Reconciler) cleanup(ctx context.Context, s *sweep, g grown) error {
 		pending = pending || !done
 		errs = append(errs, err)
 	}
+	if err := r.retireEmpty(ctx, s, secs.Items); err != nil {
+		errs = append(errs, err)
+		pending = true
+	}
 	s.st.LastCleanup = s.now
 	if pending {
 		s.st.LastCleanup = time.Time{} // due again at the next sweep
+	}
+	return errors.Join(errs...)
+}
+
+// retireEmpty retires the live runners of which nothing was ever made and
+// nothing is left: the roster recorded no object or id of them, no pod,
+// StatefulSet or Secret of the namespace carries their name, and they were
+// added longer than the orphan grace ago (a sweeper whose lease lapsed may
+// still be creating a younger one). Such an entry is what a creation cut
+// short between the roster's Add and the Secret's create leaves, or one whose
+// retirement failed after its Secret could not be created: nothing else ever
+// retires it.
+func (r *Reconciler) retireEmpty(ctx context.Context, s *sweep, secs []corev1.Secret) error {
+	named := maps.Clone(s.named)
+	for i := range secs {
+		named[runnerpod.PodName(secs[i].Name)] = true
+	}
+	var errs []error
+	for name, e := range s.roster {
+		if named[name] || s.now.Sub(e.Created) < r.opts.OrphanGrace ||
+			e.SecretUID != "" || e.StatefulSetUID != "" || len(e.PodUIDs) > 0 || e.GitHubID != 0 {
+			continue // young, or something of it was made: its objects' ends retire it
+		}
+		if err := r.opts.Roster.Retire(ctx, s.p.Name, name, s.now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Info("retired a runner of which nothing is left (a creation cut short)", "runner", name)
 	}
 	return errors.Join(errs...)
 }

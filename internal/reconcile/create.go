@@ -50,6 +50,12 @@ func (r *Reconciler) create(ctx context.Context, s *sweep) error {
 	switch {
 	case errors.Is(err, errMaybeRegistered):
 		return fmt.Errorf("%w (its secret stays: cleanup removes the runner if GitHub has it)", err)
+	case errors.Is(err, errMaybeCreated):
+		// Undone, the runner would be retired while its StatefulSet may
+		// exist: foreign for ever. It stays live with its Secret: the next
+		// sweep records the StatefulSet if there is one (claimStatefulSet),
+		// and cleanup releases the runner once its Secret is an orphan.
+		return fmt.Errorf("%w (its secret stays: the next sweep takes the statefulset if it was created, else cleanup removes the runner)", err)
 	case err != nil:
 		return errors.Join(err, r.undo(ctx, s, sec, spec.Creds.RunnerID))
 	}
@@ -147,6 +153,9 @@ func (r *Reconciler) build(ctx context.Context, s *sweep, spec *runnerpod.Spec, 
 	}
 	*sec = *filled
 	sts, err := r.kube.AppsV1().StatefulSets(sec.Namespace).Create(ctx, runnerpod.StatefulSet(*spec), metav1.CreateOptions{})
+	if err != nil && maybeCreated(err) {
+		return nil, fmt.Errorf("%w: creating statefulset of runner %s: %w", errMaybeCreated, spec.Name, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("creating statefulset of runner %s: %w", spec.Name, err)
 	}
@@ -197,6 +206,16 @@ func (r *Reconciler) dryRun(ctx context.Context, s *sweep) error {
 	}
 	r.admitted.Store(s.template.hash, true)
 	return nil
+}
+
+// errMaybeCreated: the StatefulSet create failed without an answer from the
+// API server (a lost connection, a timeout, a 5xx): it may have been created.
+var errMaybeCreated = errors.New("the API server may have created the statefulset")
+
+func maybeCreated(err error) bool {
+	var status apierrors.APIStatus
+	return !errors.As(err, &status) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // errMaybeRegistered: the JIT request failed without saying whether GitHub created

@@ -179,6 +179,35 @@ func (r *Reconciler) finishOrphans(ctx context.Context, s *sweep) error {
 	return errors.Join(errs...)
 }
 
+// finishRetired deletes the StatefulSets of retired runners (s.retired):
+// a deletion cut short between the runner's retirement and its StatefulSet's
+// delete. Its pod, an orphan then, is stopped by finishOrphans through the
+// stop machine (the roster ties it to the retired runner by the StatefulSet's
+// UID), and its Secret goes with its owner. A StatefulSet whose pod may hold
+// a job (mayHoldJob) waits.
+func (r *Reconciler) finishRetired(ctx context.Context, s *sweep) error {
+	var errs []error
+	policy := metav1.DeletePropagationBackground
+	for _, rn := range s.retired {
+		sts := rn.sts
+		if mayHoldJob(rn.pod, s.p.IsEphemeral()) {
+			// A pod its controller made again since the runner was released
+			// may have started and taken a job: deleting the StatefulSet
+			// would SIGTERM it. It waits until the pod cannot hold a job.
+			s.noteStuck(sts.Name, "a retired runner's statefulset waits for its pod, which may hold a job")
+			continue
+		}
+		err := r.kube.AppsV1().StatefulSets(sts.Namespace).Delete(ctx, sts.Name, metav1.DeleteOptions{
+			PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &sts.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting statefulset %s of a retired runner: %w", sts.Name, err))
+			continue
+		}
+		s.log.Info("deleted the statefulset of a retired runner, whose deletion was cut short", "runner", sts.Name)
+	}
+	return errors.Join(errs...)
+}
+
 func (r *Reconciler) finishOrphan(ctx context.Context, s *sweep, rn *runner) error {
 	if err := r.ensurePodMarked(ctx, rn); err != nil {
 		return err

@@ -83,6 +83,7 @@ func TestForgedPodIDStripsNoOtherRunnersLabels(t *testing.T) {
 		if err := w.sweep(0, time.Time{}); err != nil {
 			t.Fatal(err)
 		}
+		w.endStoppedRunners()
 		w.clock.Step(time.Minute)
 	}
 	rn, ok := w.sim.Runner(foreign.ID)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -71,6 +72,10 @@ func (r *Reconciler) claimStatefulSet(ctx context.Context, s *sweep, ids identit
 	e := ids.byName[runnerpod.PodName(sts.Name)]
 	switch {
 	case e == nil:
+		ret, err := r.retiredEntry(ctx, s, runnerpod.PodName(sts.Name), func(e roster.Runner) bool { return e.StatefulSetUID == string(sts.UID) })
+		if err != nil || ret != nil {
+			return ret, err
+		}
 		s.noteForeign("statefulset", sts.Name, "no runner of its name on the roster")
 		return nil, nil
 	case e.StatefulSetUID == string(sts.UID):
@@ -96,6 +101,10 @@ func (r *Reconciler) claimSecret(ctx context.Context, s *sweep, sec *corev1.Secr
 	e := s.roster[runnerpod.PodName(sec.Name)]
 	switch {
 	case e == nil:
+		ret, err := r.retiredEntry(ctx, s, runnerpod.PodName(sec.Name), func(e roster.Runner) bool { return e.SecretUID == string(sec.UID) })
+		if err != nil || ret != nil {
+			return ret, err
+		}
 		s.noteForeign("secret", sec.Name, "no runner of its name on the roster")
 		return nil, nil
 	case e.SecretUID == string(sec.UID):
@@ -105,6 +114,22 @@ func (r *Reconciler) claimSecret(ctx context.Context, s *sweep, sec *corev1.Secr
 		return nil, nil
 	}
 	return r.recordUID(ctx, s, e, "secret", sec.Name, roster.Record{SecretUID: string(sec.UID)}, func() { e.SecretUID = string(sec.UID) })
+}
+
+// retiredEntry returns the retired entry of the runner name when it recorded
+// the object match looks for: a deletion cut short after its retirement
+// (deleteRunner and releaseSecret retire the runner before its objects go).
+// A runner is retired only once GitHub released it, so what is left of it is
+// only to be deleted. nil: none (the object is foreign).
+func (r *Reconciler) retiredEntry(ctx context.Context, s *sweep, name string, match func(roster.Runner) bool) (*roster.Runner, error) {
+	if !runnername.IsPodOf(s.p.Name, name) {
+		return nil, nil
+	}
+	e, found, err := r.opts.Roster.Lookup(ctx, s.p.Name, name)
+	if err != nil || !found || e.Retired.IsZero() || !match(e) || e.Namespace != "" && e.Namespace != s.p.Kubernetes.Namespace {
+		return nil, err
+	}
+	return &e, nil
 }
 
 // recordUID records what rec says of e; a refusal (another object already
@@ -130,26 +155,42 @@ func (r *Reconciler) orphanEntry(ctx context.Context, s *sweep, ids identities, 
 		return e, nil
 	}
 	ref := metav1.GetControllerOf(pod)
-	if ref == nil || ref.Kind != "StatefulSet" || runnerpod.PodName(ref.Name) != pod.Name {
-		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
-		return nil, nil
-	}
-	if e := ids.bySTS[string(ref.UID)]; e != nil && e.Name == pod.Name {
-		return e, nil
+	controlled := ref != nil && ref.Kind == "StatefulSet" && runnerpod.PodName(ref.Name) == pod.Name
+	if controlled {
+		if e := ids.bySTS[string(ref.UID)]; e != nil && e.Name == pod.Name {
+			return e, nil
+		}
 	}
 	if !runnername.IsPodOf(s.p.Name, pod.Name) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil
 	}
+	// A runner retired since: its pod is known by the UID the entry recorded
+	// (an orphan whose owner references the garbage collector removed,
+	// --cascade=orphan), or by the entry's StatefulSet as its controller.
 	e, found, err := r.opts.Roster.Lookup(ctx, s.p.Name, pod.Name)
 	if err != nil {
 		return nil, err
 	}
-	if !found || e.StatefulSetUID != string(ref.UID) || e.Namespace != "" && e.Namespace != pod.Namespace {
+	if !found || e.Namespace != "" && e.Namespace != pod.Namespace ||
+		!e.HasPod(string(pod.UID)) && !(controlled && e.StatefulSetUID == string(ref.UID)) && !legacyOrphan(e, pod, ref, controlled) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil
 	}
 	return &e, nil
+}
+
+// legacyOrphan: e is an entry the previous version wrote (name and creation
+// time only: no namespace, scope, UID or id), and pod is, by that version's
+// rule, its runner's orphan: the runner's own pod name, controlled by the
+// StatefulSet of the runner's name or by nothing (its owner references
+// removed), created after the entry. Such an orphan was left by a StatefulSet
+// deleted before the upgrade, while its stop waited; no UID of it was ever
+// recorded, and without this it keeps our finalizer for ever. Only such
+// entries are trusted this way, and they end with their runners.
+func legacyOrphan(e roster.Runner, pod *corev1.Pod, ref *metav1.OwnerReference, controlled bool) bool {
+	legacy := e.Namespace == "" && e.Scope == "" && e.StatefulSetUID == "" && e.SecretUID == "" && len(e.PodUIDs) == 0 && e.GitHubID == 0
+	return legacy && pod.Name == e.Name && (ref == nil || controlled) && !pod.CreationTimestamp.Time.Before(e.Created.Add(-time.Minute)) // a minute of clock skew
 }
 
 // noteForeign records an object that claims to be a runner's and is not.

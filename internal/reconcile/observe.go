@@ -126,6 +126,16 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	}
 	ids := newIdentities(live, ns)
 	s.roster = ids.byName
+	// Every runner name an object of the pool's namespace carries, ours or
+	// not, foreign or not: a live entry none names has nothing left
+	// (retireEmpty).
+	s.named = map[string]bool{}
+	for i := range pods.Items {
+		s.named[pods.Items[i].Name] = true
+	}
+	for i := range stss.Items {
+		s.named[runnerpod.PodName(stss.Items[i].Name)] = true
+	}
 	pods.Items = slices.DeleteFunc(pods.Items, func(o corev1.Pod) bool { return !r.ours(o.ObjectMeta) })
 	stss.Items = slices.DeleteFunc(stss.Items, func(o appsv1.StatefulSet) bool { return !r.ours(o.ObjectMeta) })
 	// A StatefulSet's pod is the one it controls under its one pod name: a pod
@@ -148,6 +158,15 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 			return err
 		}
 		if e == nil {
+			continue
+		}
+		if !e.Retired.IsZero() {
+			// Its runner was retired and its deletion cut short: the
+			// StatefulSet goes (finishRetired); its pod is an orphan of the
+			// retired runner (orphanEntry), stopped like any (finishOrphans).
+			if sts.DeletionTimestamp == nil {
+				s.retired = append(s.retired, &runner{sts: sts, pod: byOwner[string(sts.UID)], id: e})
+			}
 			continue
 		}
 		claimed[sts.UID] = true

@@ -225,7 +225,7 @@ func (r *Reconciler) stages(ctx context.Context, s *sweep) error {
 		return errors.Join(errs...)
 	}
 	grown, err := r.grow(ctx, s, want)
-	if done(err) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
+	if done(err) || done(r.finishRetired(ctx, s)) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
 		return errors.Join(errs...)
 	}
 	done(r.guardBudget(ctx, s))
@@ -299,6 +299,11 @@ type sweep struct {
 	// on no roster entry (identity.go).
 	roster  map[string]*roster.Runner
 	foreign []string
+	// retired: StatefulSets of retired runners whose deletion was cut short
+	// (finishRetired).
+	retired []*runner
+	// named: the runner (pod) names the pool's pods and StatefulSets carry.
+	named map[string]bool
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
 	waiting waiting
 	// stats: what the sweep did, for its metrics and log line alone (metrics.go).
