@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -22,12 +23,27 @@ import (
 type Finder struct {
 	kube       kubernetes.Interface
 	deployment string
+	roster     Roster
+}
+
+// Roster is what the finder reads of the deployment's record of its runners
+// (roster.Store).
+type Roster interface {
+	Lookup(ctx context.Context, pool, name string) (roster.Runner, bool, error)
 }
 
 // New returns the finder of deployment's runner objects: those that record it
-// (runnerpod.AnnotationDeployment; the sweeper's deployment is its table name).
+// (runnerpod.AnnotationDeployment; the sweeper's deployment is its table name)
+// and, once WithRoster gave it the roster, that the roster ties to a runner.
 func New(kube kubernetes.Interface, deployment string) *Finder {
 	return &Finder{kube: kube, deployment: deployment}
+}
+
+// WithRoster makes Remaining count only the objects the roster ties to one of
+// the deployment's runners, as the sweeper acts only on those.
+func (f *Finder) WithRoster(r Roster) *Finder {
+	f.roster = r
+	return f
 }
 
 // Pool is what is left of one pool's runners in a namespace: StatefulSets,
@@ -50,8 +66,16 @@ func (i Pool) Total() int { return i.StatefulSets + i.Pods + i.Secrets }
 // List lists, in each namespace, the runner objects of every pool and
 // deployment (three list calls per namespace), sorted by pool.
 func (f *Finder) List(ctx context.Context, namespaces []string) ([]Pool, error) {
+	return f.list(ctx, namespaces, func(string, metav1.ObjectMeta) (bool, error) { return true, nil })
+}
+
+// list is List of the objects keep keeps.
+func (f *Finder) list(ctx context.Context, namespaces []string, keep func(kind string, meta metav1.ObjectMeta) (bool, error)) ([]Pool, error) {
 	byPool := map[[3]string]*Pool{}
-	add := func(ns string, meta metav1.ObjectMeta, count func(*Pool)) {
+	add := func(ns, kind string, meta metav1.ObjectMeta) error {
+		if ok, err := keep(kind, meta); err != nil || !ok {
+			return err
+		}
 		name, dep := meta.Labels[runnerpod.LabelPool], meta.Annotations[runnerpod.AnnotationDeployment]
 		inv := byPool[[3]string{ns, name, dep}]
 		if inv == nil {
@@ -61,31 +85,43 @@ func (f *Finder) List(ctx context.Context, namespaces []string) ([]Pool, error) 
 		if _, ok := meta.Annotations[runnerpod.AnnotationScope]; ok || inv.annotations == nil {
 			inv.annotations = meta.Annotations
 		}
-		count(inv)
+		switch kind {
+		case kindStatefulSet:
+			inv.StatefulSets++
+		case kindPod:
+			inv.Pods++
+		default:
+			inv.Secrets++
+		}
+		return nil
 	}
 	opts := metav1.ListOptions{LabelSelector: runnerpod.LabelPool}
+	var errs []error
 	for _, ns := range namespaces {
 		stss, err := f.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner statefulsets in %s: %w", ns, err)
 		}
 		for _, o := range stss.Items {
-			add(ns, o.ObjectMeta, func(i *Pool) { i.StatefulSets++ })
+			errs = append(errs, add(ns, kindStatefulSet, o.ObjectMeta))
 		}
 		pods, err := f.kube.CoreV1().Pods(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner pods in %s: %w", ns, err)
 		}
 		for _, o := range pods.Items {
-			add(ns, o.ObjectMeta, func(i *Pool) { i.Pods++ })
+			errs = append(errs, add(ns, kindPod, o.ObjectMeta))
 		}
 		secs, err := f.kube.CoreV1().Secrets(ns).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("listing runner secrets in %s: %w", ns, err)
 		}
 		for _, o := range secs.Items {
-			add(ns, o.ObjectMeta, func(i *Pool) { i.Secrets++ })
+			errs = append(errs, add(ns, kindSecret, o.ObjectMeta))
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	out := make([]Pool, 0, len(byPool))
 	for _, inv := range byPool {
@@ -95,6 +131,43 @@ func (f *Finder) List(ctx context.Context, namespaces []string) ([]Pool, error) 
 		return out[i].Pool < out[j].Pool || out[i].Pool == out[j].Pool && out[i].Namespace < out[j].Namespace
 	})
 	return out, nil
+}
+
+// Kinds of runner objects.
+const (
+	kindStatefulSet = "statefulset"
+	kindPod         = "pod"
+	kindSecret      = "secret"
+)
+
+// tied: the roster ties the object to one of the deployment's runners (live
+// or retired) — the object the runner's entry recorded, or, where the entry
+// recorded none of its kind yet, the object of the runner's name, which the
+// sweeper adopts. Without a roster every object counts.
+func (f *Finder) tied(ctx context.Context, kind string, meta metav1.ObjectMeta) (bool, error) {
+	if f.roster == nil {
+		return true, nil
+	}
+	name := meta.Name
+	if kind != kindPod {
+		name = runnerpod.PodName(meta.Name)
+	}
+	e, found, err := f.roster.Lookup(ctx, meta.Labels[runnerpod.LabelPool], name)
+	if err != nil || !found || e.Namespace != "" && e.Namespace != meta.Namespace {
+		return false, err
+	}
+	uid := string(meta.UID)
+	switch kind {
+	case kindStatefulSet:
+		return e.StatefulSetUID == "" || e.StatefulSetUID == uid, nil
+	case kindSecret:
+		return e.SecretUID == "" || e.SecretUID == uid, nil
+	}
+	if e.HasPod(uid) {
+		return true, nil
+	}
+	ref := metav1.GetControllerOf(&meta)
+	return ref != nil && ref.Kind == "StatefulSet" && string(ref.UID) == e.StatefulSetUID || len(e.PodUIDs) == 0 && e.StatefulSetUID == "", nil
 }
 
 // Removed finds, in namespaces, the runners of this deployment of pools that
@@ -149,10 +222,11 @@ func legacy(inv Pool) error {
 
 // Remaining counts, by pool, this deployment's runner objects left in
 // namespaces, of the pools known names and of its removed pools (see List).
-// Objects that record another deployment, or none, are not counted: the sweeper
-// never deletes them, so a drain does not wait for them.
+// Objects that record another deployment, or none, and objects the roster ties
+// to no runner (foreign, once WithRoster gave it the roster) are not counted:
+// the sweeper never deletes them, so a drain does not wait for them.
 func (f *Finder) Remaining(ctx context.Context, namespaces []string, _ func(string) bool) (map[string]int, error) {
-	invs, err := f.List(ctx, namespaces)
+	invs, err := f.list(ctx, namespaces, func(kind string, meta metav1.ObjectMeta) (bool, error) { return f.tied(ctx, kind, meta) })
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package inventory_test
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/runnerscaler/runnerscaler/internal/inventory"
+	"github.com/runnerscaler/runnerscaler/internal/roster"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
@@ -22,7 +24,7 @@ func TestForgedPodDoesNotHoldTheTeardown(t *testing.T) {
 		Labels:      map[string]string{runnerpod.LabelPool: "p"},
 		Annotations: map[string]string{runnerpod.AnnotationDeployment: "d"},
 		Finalizers:  []string{runnerpod.Finalizer}}}
-	f := inventory.New(fake.NewClientset(forged), "d")
+	f := inventory.New(fake.NewClientset(forged), "d").WithRoster(noRunners{})
 	left, err := f.Remaining(t.Context(), []string{"ns"}, func(string) bool { return true })
 	if err != nil {
 		t.Fatal(err)
@@ -30,4 +32,24 @@ func TestForgedPodDoesNotHoldTheTeardown(t *testing.T) {
 	if len(left) != 0 {
 		t.Fatalf("remaining %v: a forged pod no roster entry ties to a runner holds the teardown", left)
 	}
+	// The runner's own pod, whose UID the roster recorded, counts.
+	forged.UID = "pod-uid"
+	f = inventory.New(fake.NewClientset(forged), "d").WithRoster(oneRunner{roster.Runner{Pool: "p", Name: "p-bcdfg-0", PodUIDs: []string{"pod-uid"}}})
+	if left, err = f.Remaining(t.Context(), []string{"ns"}, func(string) bool { return true }); err != nil || left["p"] != 1 {
+		t.Fatalf("remaining %v, %v: want the runner's pod counted", left, err)
+	}
+}
+
+// oneRunner is a roster with one runner on it.
+type oneRunner struct{ rn roster.Runner }
+
+func (o oneRunner) Lookup(_ context.Context, pool, name string) (roster.Runner, bool, error) {
+	return o.rn, pool == o.rn.Pool && name == o.rn.Name, nil
+}
+
+// noRunners is a roster with no runner on it.
+type noRunners struct{}
+
+func (noRunners) Lookup(context.Context, string, string) (roster.Runner, bool, error) {
+	return roster.Runner{}, false, nil
 }

@@ -148,7 +148,7 @@ func FromEnv(ctx context.Context, env Env) (*sweeper.Sweeper, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts, err := options(cfg, key, c.DynamoDB, metrics, inventory.New(kc, cfg.TableName), env)
+	opts, err := options(cfg, key, c.DynamoDB, metrics, inventory.New(kc, cfg.TableName).WithRoster(roster.NewStore(c.DynamoDB, cfg.TableName)), env)
 	if err != nil {
 		return nil, err
 	}
