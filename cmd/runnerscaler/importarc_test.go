@@ -223,7 +223,7 @@ func TestImportARCDryRun(t *testing.T) {
 		}
 		return ""
 	}, "-namespace", ns, "-docker-namespace", ns, "-runner-image", "r:1", file)
-	if r.code != 3 || !strings.Contains(r.stderr, "the API server admits the runners of all 1 pools") {
+	if r.code != 3 || !strings.Contains(r.stderr, "the API server admits the runners of every pool, 1 pool") {
 		t.Fatalf("exit %d, want 3 (admitted, with fields not carried); stderr:\n%s", r.code, r.stderr)
 	}
 	r = runImport(t, "", noEnv, "-kubeconfig", kubeconfig, "-namespace", ns+"-missing", "-docker-namespace", ns+"-missing", "-runner-image", "r:1", file)
