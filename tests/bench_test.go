@@ -310,7 +310,7 @@ func BenchmarkCostPer1000Jobs(b *testing.B) {
 		meter := &capacityMeter{}
 		logs := &countingWriter{}
 		w := newWorld(b, twoPools, loop.Options{SweepEvery: 24 * time.Hour, DB: meter.client(testenv.DynamoDBClient(b)),
-			Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+			Log: meteredLog(b, logs)})
 		trace := loop.Generate(w.cfg, 100, 4, 500*time.Millisecond, 2*time.Second, 42)
 		w.loop.Play(b.Context(), trace)
 		w.waitFor("every job completed", 5*time.Minute, func() bool {
@@ -352,6 +352,18 @@ func BenchmarkCostPer1000Jobs(b *testing.B) {
 		b.ReportMetric(sweeperMB, "sweeper-memory-MB")
 		w.noViolations()
 	}
+}
+
+// meteredLog logs at INFO, as JSON, into logs, which counts the bytes
+// CloudWatch Logs would ingest; with $RUNNERSCALER_LOOP_LOG set, it also
+// writes the debug log to a file there (debugLog), which the count leaves out.
+func meteredLog(b *testing.B, logs *countingWriter) *slog.Logger {
+	metered := slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if os.Getenv("RUNNERSCALER_LOOP_LOG") == "" {
+		return slog.New(metered)
+	}
+	debug, _ := debugLog(b)
+	return slog.New(slog.NewMultiHandler(metered, debug.Handler()))
 }
 
 // metered is what the loop used so far: invocations, DynamoDB capacity, log
