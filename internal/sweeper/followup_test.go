@@ -53,8 +53,10 @@ func newFollowUpEnv(t *testing.T, rec sweeper.Reconciler, every, bound time.Dura
 }
 
 // nudge sends a nudge for pool and, until it returns, steps the fake clock by
-// every whenever the sweeper waits on it; it returns the report and how far
-// the clock was stepped.
+// a tenth of every whenever something waits on it; it returns the report and
+// how far the clock was stepped. The steps are small because the lease's
+// renewal timer waits on the clock too while a sweep holds the pool: large
+// ones would let the lease run out under a slow sweep.
 func (e *env) nudge(t *testing.T, pool string, every time.Duration) (sweeper.Report, time.Duration) {
 	t.Helper()
 	done := make(chan sweeper.Report, 1)
@@ -73,11 +75,11 @@ func (e *env) nudge(t *testing.T, pool string, every time.Duration) (sweeper.Rep
 			return r, stepped
 		case <-deadline:
 			t.Fatal("the nudge did not return")
-		case <-time.After(time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 		}
 		if e.clock.HasWaiters() {
-			e.clock.Step(every)
-			stepped += every
+			e.clock.Step(every / 10)
+			stepped += every / 10
 		}
 	}
 }
