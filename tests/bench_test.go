@@ -154,7 +154,8 @@ pools:
 // stage-sts-gone (→ its StatefulSet deleted), stage-replaced (→ the replacement
 // StatefulSet created), stage-pod-running (→ the replacement's runner container
 // running), stage-online (→ its runner listed online), stage-started (→ its job
-// started).
+// started). The online time is the monitor's, which looks every 100 ms: a job
+// the runner takes at once starts before it, and stage-started is then negative.
 //
 // Each is reported as p50 and p95, with the backlog's duration and the product's
 // GitHub API calls per job. The percentiles of refill and of each stage are
