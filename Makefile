@@ -52,8 +52,20 @@ test: deps kube ## Run every test against a fresh local stack (dynalite + kube-a
 	@bash local/with-stack.sh go test -count=1 -timeout 30m ./...
 
 .PHONY: bench
-bench: deps kube ## Run the benchmarks on the local stack and print one table of their numbers
-	@bash local/with-stack.sh go test -run '^$$' -bench . -benchmem -timeout 60m ./... | go run ./local/cmd/benchtable
+# make bench: BENCH selects the benchmarks (go test -bench), BENCH_COUNT how
+# many runs of each (the comparison needs at least 2 to measure any noise; 3
+# give the baseline's range at 75% confidence), BENCH_BASELINE what to compare with.
+BENCH ?= .
+BENCH_COUNT ?= 3
+BENCH_BASELINE ?= tests/testdata/bench-baseline.txt
+
+bench: deps kube ## Run the benchmarks on the local stack, print one table of their numbers and the changes beyond the noise since the baseline
+	@mkdir -p .bench
+	@bash local/with-stack.sh go test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -benchmem -timeout 180m ./... | tee .bench/latest.txt | go run ./local/cmd/benchtable -baseline $(BENCH_BASELINE)
+
+.PHONY: bench-accept
+bench-accept: ## Take the last make bench's output (.bench/latest.txt) as the baseline it compares with
+	cp .bench/latest.txt $(BENCH_BASELINE)
 
 .PHONY: run
 run: deps kube ## Bring up the local stack and keep it running (Ctrl-C stops it)

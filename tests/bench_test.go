@@ -16,10 +16,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
@@ -145,9 +147,19 @@ pools:
 //     created: the autoscaler's part (the `completed` delivery, the nudge, the
 //     wait for the runner's container to exit, the sweep that replaces it).
 //
+// and the turnaround in stages (slotStages), each from the one before:
+// stage-exited (the job's end → the runner container's exit in its pod's
+// status, what the sweeper looks at), stage-released (→ the stop recorded the
+// runner released on GitHub: the unregistration-complete annotation),
+// stage-sts-gone (→ its StatefulSet deleted), stage-replaced (→ the replacement
+// StatefulSet created), stage-pod-running (→ the replacement's runner container
+// running), stage-online (→ its runner listed online), stage-started (→ its job
+// started). The online time is the monitor's, which looks every 100 ms: a job
+// the runner takes at once starts before it, and stage-started is then negative.
+//
 // Each is reported as p50 and p95, with the backlog's duration and the product's
-// GitHub API calls per job. The percentiles of refill are taken over the slots,
-// not computed from the other two.
+// GitHub API calls per job. The percentiles of refill and of each stage are
+// taken over the slots, not computed from the others.
 func BenchmarkSaturatedSlotTurnaround(b *testing.B) {
 	for b.Loop() {
 		w := newWorld(b, `
@@ -158,17 +170,23 @@ pools:
     scaleDownDelaySecondsAfterScaleOut: 1
     kubernetes: {namespace: %[1]s, template: %[2]s}
 `, loop.Options{SweepEvery: time.Minute, WaitBound: time.Hour})
-		created := watchPodCreations(b, w)
+		seen := watchRunners(b, w)
 		start := time.Now()
 		for i := range 50 {
 			w.queue(1, time.Second+time.Duration(i%5)*500*time.Millisecond)
 		}
 		w.waitFor("every job completed", 30*time.Minute, func() bool { return allDone(w.loop.Sim.Jobs()) })
 		backlog := time.Since(start)
-		turn, podStart, refill := slotTurnarounds(b, w.loop.Sim.Jobs(), created(), 5)
+		ev := seen()
+		jobs := w.loop.Sim.Jobs()
+		turn, podStart, refill := slotTurnarounds(b, jobs, ev.podAdded, 5)
 		for name, ds := range map[string][]time.Duration{"turnaround": turn, "pod-start": podStart, "refill": refill} {
 			b.ReportMetric(ms(loop.Percentile(ds, 50)), name+"-p50-ms")
 			b.ReportMetric(ms(loop.Percentile(ds, 95)), name+"-p95-ms")
+		}
+		for _, st := range slotStages(jobs, ev, w.loop.Monitor.OnlineTimes(), 5) {
+			b.ReportMetric(ms(loop.Percentile(st.took, 50)), "stage-"+st.name+"-p50-ms")
+			b.ReportMetric(ms(loop.Percentile(st.took, 95)), "stage-"+st.name+"-p95-ms")
 		}
 		b.ReportMetric(backlog.Seconds(), "backlog-s")
 		b.ReportMetric(float64(productCalls(w.loop.Sim.Calls()))/50, "github-calls/job")
@@ -176,35 +194,152 @@ pools:
 	}
 }
 
-// watchPodCreations records when each pod of the world's namespace is first seen
-// (by name); the returned function reads what was recorded so far.
-func watchPodCreations(b *testing.B, w *world) func() map[string]time.Time {
+// runnerEvents is when a watch first saw each step of the runners' lives, by
+// pod name (a runner's StatefulSet name + "-0", the name GitHub knows it by).
+type runnerEvents struct {
+	stsAdded, stsGone, podAdded, podRunning, exited, released map[string]time.Time
+}
+
+// watchRunners records, from watches of the world's namespace, when each
+// runner's StatefulSet was created and deleted, and when its pod was created,
+// first showed its runner container running, first showed it ended, and was
+// annotated released (unregistration complete); the returned function reads
+// what was recorded so far.
+func watchRunners(b *testing.B, w *world) func() runnerEvents {
 	b.Helper()
-	watcher, err := w.kube.CoreV1().Pods(w.ns).Watch(b.Context(), metav1.ListOptions{})
+	pods, err := w.kube.CoreV1().Pods(w.ns).Watch(b.Context(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(watcher.Stop)
+	b.Cleanup(pods.Stop)
+	sets, err := w.kube.AppsV1().StatefulSets(w.ns).Watch(b.Context(), metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sets.Stop)
 	var mu sync.Mutex
-	seen := map[string]time.Time{}
+	ev := runnerEvents{stsAdded: map[string]time.Time{}, stsGone: map[string]time.Time{}, podAdded: map[string]time.Time{},
+		podRunning: map[string]time.Time{}, exited: map[string]time.Time{}, released: map[string]time.Time{}}
+	first := func(m map[string]time.Time, name string, now time.Time) {
+		if _, ok := m[name]; !ok {
+			m[name] = now
+		}
+	}
 	go func() {
-		for ev := range watcher.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || ev.Type != watch.Added {
+		for e := range pods.ResultChan() {
+			pod, ok := e.Object.(*corev1.Pod)
+			if !ok {
 				continue
 			}
+			now := time.Now()
 			mu.Lock()
-			if _, dup := seen[pod.Name]; !dup {
-				seen[pod.Name] = time.Now()
+			if e.Type == watch.Added {
+				first(ev.podAdded, pod.Name, now)
+			}
+			if cs := runnerpod.RunnerStatus(pod); cs != nil {
+				if cs.State.Running != nil && cs.RestartCount == 0 {
+					first(ev.podRunning, pod.Name, now)
+				}
+				if cs.State.Terminated != nil || cs.LastTerminationState.Terminated != nil {
+					first(ev.exited, pod.Name, now)
+				}
+			}
+			if _, ok := pod.Annotations[runnerpod.AnnotationUnregistrationComplete]; ok {
+				first(ev.released, pod.Name, now)
 			}
 			mu.Unlock()
 		}
 	}()
-	return func() map[string]time.Time {
+	go func() {
+		for e := range sets.ResultChan() {
+			sts, ok := e.Object.(*appsv1.StatefulSet)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			mu.Lock()
+			if e.Type == watch.Added {
+				first(ev.stsAdded, sts.Name+"-0", now)
+			}
+			if e.Type == watch.Deleted || sts.DeletionTimestamp != nil {
+				first(ev.stsGone, sts.Name+"-0", now)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() runnerEvents {
 		mu.Lock()
 		defer mu.Unlock()
-		return maps.Clone(seen)
+		return runnerEvents{stsAdded: maps.Clone(ev.stsAdded), stsGone: maps.Clone(ev.stsGone), podAdded: maps.Clone(ev.podAdded),
+			podRunning: maps.Clone(ev.podRunning), exited: maps.Clone(ev.exited), released: maps.Clone(ev.released)}
 	}
+}
+
+// stage is one step of a slot's turnaround, measured per slot.
+type stage struct {
+	name string
+	took []time.Duration
+}
+
+// slotStages splits each slot's turnaround (slotTurnarounds' pairing: the k-th
+// job end with the (k+slots)-th job start) into the stages of
+// BenchmarkSaturatedSlotTurnaround: the freed runner's (the one whose job ended
+// k-th) exit, release and StatefulSet's deletion, then the successor's (the
+// runner of the (k+slots)-th job start) StatefulSet, running container, online
+// listing and job start. The freed runner's StatefulSet deletion and its
+// successor's creation are paired in their own time order (the k-th deletion
+// with the (k+slots)-th creation), as one sweep replaces the runners it
+// deletes. A slot lacking an event (a watch that missed it) leaves that stage
+// out.
+func slotStages(jobs []githubsim.Job, ev runnerEvents, online map[string]time.Time, slots int) []stage {
+	byEnd := slices.Clone(jobs)
+	slices.SortFunc(byEnd, func(x, y githubsim.Job) int { return x.EndedAt.Compare(y.EndedAt) })
+	byStart := slices.Clone(jobs)
+	slices.SortFunc(byStart, func(x, y githubsim.Job) int { return x.StartedAt.Compare(y.StartedAt) })
+	gone := sortedTimes(ev.stsGone)
+	added := sortedTimes(ev.stsAdded)
+	stages := []stage{{name: "exited"}, {name: "released"}, {name: "sts-gone"}, {name: "replaced"}, {name: "pod-running"},
+		{name: "online"}, {name: "started"}}
+	for k := 0; k+slots < len(byStart) && k < len(byEnd); k++ {
+		freed, next := byEnd[k], byStart[k+slots]
+		old, repl := freed.RunnerName, next.RunnerName
+		var replaced []time.Time
+		if k < len(gone) && k+slots < len(added) {
+			replaced = []time.Time{gone[k], added[k+slots]}
+		}
+		steps := [][]time.Time{
+			pair(freed.EndedAt, ev.exited, old),
+			between(ev.exited, ev.released, old),
+			between(ev.released, ev.stsGone, old),
+			replaced,
+			between(ev.stsAdded, ev.podRunning, repl),
+			between(ev.podRunning, online, repl),
+			{online[repl], next.StartedAt},
+		}
+		for i, st := range steps {
+			if len(st) == 2 && !st[0].IsZero() && !st[1].IsZero() {
+				stages[i].took = append(stages[i].took, st[1].Sub(st[0]))
+			}
+		}
+	}
+	return stages
+}
+
+// pair is from at to name's time in m (zero when m lacks it).
+func pair(at time.Time, m map[string]time.Time, name string) []time.Time {
+	return []time.Time{at, m[name]}
+}
+
+// between is from name's time in from to its time in to.
+func between(from, to map[string]time.Time, name string) []time.Time {
+	return []time.Time{from[name], to[name]}
+}
+
+// sortedTimes is m's times in order.
+func sortedTimes(m map[string]time.Time) []time.Time {
+	out := slices.Collect(maps.Values(m))
+	slices.SortFunc(out, time.Time.Compare)
+	return out
 }
 
 // slotTurnarounds pairs the k-th job end with the (k+slots)-th job start (see
@@ -310,7 +445,7 @@ func BenchmarkCostPer1000Jobs(b *testing.B) {
 		meter := &capacityMeter{}
 		logs := &countingWriter{}
 		w := newWorld(b, twoPools, loop.Options{SweepEvery: 24 * time.Hour, DB: meter.client(testenv.DynamoDBClient(b)),
-			Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+			Log: meteredLog(b, logs)})
 		trace := loop.Generate(w.cfg, 100, 4, 500*time.Millisecond, 2*time.Second, 42)
 		w.loop.Play(b.Context(), trace)
 		w.waitFor("every job completed", 5*time.Minute, func() bool {
@@ -352,6 +487,18 @@ func BenchmarkCostPer1000Jobs(b *testing.B) {
 		b.ReportMetric(sweeperMB, "sweeper-memory-MB")
 		w.noViolations()
 	}
+}
+
+// meteredLog logs at INFO, as JSON, into logs, which counts the bytes
+// CloudWatch Logs would ingest; with $RUNNERSCALER_LOOP_LOG set, it also
+// writes the debug log to a file there (debugLog), which the count leaves out.
+func meteredLog(b *testing.B, logs *countingWriter) *slog.Logger {
+	metered := slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})
+	if os.Getenv("RUNNERSCALER_LOOP_LOG") == "" {
+		return slog.New(metered)
+	}
+	debug, _ := debugLog(b)
+	return slog.New(slog.NewMultiHandler(metered, debug.Handler()))
 }
 
 // metered is what the loop used so far: invocations, DynamoDB capacity, log

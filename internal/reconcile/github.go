@@ -175,6 +175,18 @@ func (g *github) byID(ctx context.Context, s scope.Scope, id int64) (listing, er
 	return g.alone(ctx, s, id)
 }
 
+// ownByID is byID from a list read during this sweep (own), whatever the
+// answer: for a listing read before the runner's pod showed it cannot hold a job.
+func (g *github) ownByID(ctx context.Context, s scope.Scope, id int64) (listing, error) {
+	list, err := g.own(ctx, s)
+	if errors.Is(err, githubapi.ErrDeferred) {
+		g.deferred.Add(1)
+		return g.alone(ctx, s, id)
+	}
+	gr, found := search(list, func(r githubapi.Runner) bool { return r.ID == id })
+	return g.listing(gr, found), err
+}
+
 // alone reads runner id by itself (GET .../runners/{id}): GitHub's answer now,
 // which no page of a list read while runners come and go can miss.
 func (g *github) alone(ctx context.Context, s scope.Scope, id int64) (listing, error) {

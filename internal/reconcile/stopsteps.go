@@ -10,6 +10,7 @@ import (
 
 	"github.com/runnerscaler/runnerscaler/internal/githubapi"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 )
 
 // The steps of the graceful stop, one per state (stopSteps), in the order a
@@ -180,12 +181,26 @@ func (s *stop) awaitExit(ctx context.Context) (next, error) {
 // remove (stopExited) asks GitHub to remove a runner that cannot hold a job:
 // GitHub's answer alone counts. Only a runner GitHub lists under this runner's
 // name is removed (owned).
+//
+// Its release needs no wait for the runner: what makes it unable to hold a job
+// is its pod's status, read at the sweep's start (mayHoldJob) — for an
+// ephemeral runner that exited after its job, its runner container ended after
+// its runner started (finished: a container started again finds the run marker
+// and starts no runner), so no listener is left to take another job. GitHub's
+// busy flag is then only GitHub's own view, checked before the call: a list an
+// earlier sweep read (shared, RunnerListMaxAge) that shows the runner busy was
+// most likely read during the job that has ended since, so the runner is looked
+// up again in a list of this sweep. Only that answer, or RemoveRunner's 422,
+// holds the removal back (and backs the next try off).
 func (s *stop) remove(ctx context.Context) (next, error) {
 	if s.backingOff() {
 		return waitFor("the back-off after GitHub said busy"), nil
 	}
 	id := s.rn.runnerID()
-	l, owned, err := s.owned(ctx, id)
+	l, owned, err := s.owned(ctx, id, s.gh.byID)
+	if err == nil && owned && l.Busy && !l.own {
+		l, owned, err = s.owned(ctx, id, s.gh.ownByID)
+	}
 	switch {
 	case err != nil:
 		s.log.Warn("cannot read GitHub's runners to check whose the runner id is; retrying next sweep", "id", id, "error", err)
@@ -222,8 +237,8 @@ func (s *stop) remove(ctx context.Context) (next, error) {
 // read page by page while runners come and go can miss one, and a persistent
 // registration outlives its pod. (An ephemeral runner's registration ends with
 // its one job.)
-func (s *stop) owned(ctx context.Context, id int64) (listing, bool, error) {
-	l, err := s.gh.byID(ctx, s.p.Scope(), id)
+func (s *stop) owned(ctx context.Context, id int64, byID func(context.Context, scope.Scope, int64) (listing, error)) (listing, bool, error) {
+	l, err := byID(ctx, s.p.Scope(), id)
 	if err == nil && !l.found && !s.p.IsEphemeral() {
 		l, err = s.gh.alone(ctx, s.p.Scope(), id)
 	}

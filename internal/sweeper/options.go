@@ -29,7 +29,7 @@ func (o *Options) Validate() error {
 		name string
 		d    time.Duration
 	}{{"ExtendWithin", o.ExtendWithin}, {"MaxWait", o.MaxWait}, {"RefillWait", o.RefillWait}, {"RefillPoll", o.RefillPoll},
-		{"HeldGrace", o.HeldGrace}} {
+		{"HeldGrace", o.HeldGrace}, {"FollowUpEvery", o.FollowUpEvery}, {"FollowUpFor", o.FollowUpFor}} {
 		if f.d < 0 {
 			errs = append(errs, fmt.Errorf("Options.%s is %s: want 0 (the default) or more", f.name, f.d))
 		}
@@ -66,6 +66,12 @@ func (o *Options) defaults() {
 	}
 	if o.RefillPoll == 0 {
 		o.RefillPoll = 250 * time.Millisecond
+	}
+	if o.FollowUpEvery == 0 {
+		o.FollowUpEvery = time.Second
+	}
+	if o.FollowUpFor == 0 {
+		o.FollowUpFor = 20 * time.Second
 	}
 }
 

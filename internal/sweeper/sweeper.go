@@ -122,6 +122,10 @@ type Options struct {
 	// containers of the runners it names to exit before it sweeps (default 10s);
 	// RefillPoll is how often it looks meanwhile (default 250ms).
 	RefillWait, RefillPoll time.Duration
+	// FollowUpEvery and FollowUpFor bound a nudge's follow-up sweeps (followup.go):
+	// while its sweep leaves jobs waiting and runners being stopped, it sweeps the
+	// pool again every FollowUpEvery (default 1s) for up to FollowUpFor (default 20s).
+	FollowUpEvery, FollowUpFor time.Duration
 }
 
 // maxFinished bounds the runners one nudge may name.
@@ -295,11 +299,16 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 	return r
 }
 
-// sweepPool sweeps p (sweepLeased), then, as nudged, each pool it spilled jobs
-// to (spill.go); their outcomes are their own, logged by them.
+// sweepPool sweeps p (sweepLeased) — a nudge follows its sweep up while it
+// left jobs waiting behind runners being stopped (followUp) — then, as nudged,
+// each pool it spilled jobs to (spill.go); their outcomes are their own,
+// logged by them.
 func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
 	var spilled spillTargets
-	o := s.sweepLeased(ctx, p, holder, nudged, jobs, &spilled)
+	o, left := s.sweepLeased(ctx, p, holder, nudged, jobs, &spilled)
+	if nudged && o == swept && left {
+		o = s.followUp(ctx, p, holder, &spilled)
+	}
 	for _, to := range spilled {
 		s.sweepPool(ctx, to, holder, true, nil)
 	}
@@ -308,42 +317,47 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 
 // sweepLeased takes the lease and sweeps until no nudge arrived meanwhile. A nudge
 // that finds the lease held marks the pool dirty, with its jobs, so the holder
-// sweeps again and counts them.
-func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, spilled *spillTargets) outcome {
+// sweeps again and counts them. left: the last sweep left jobs waiting behind
+// runners being stopped (leftWaiting).
+func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, spilled *spillTargets) (o outcome, left bool) {
 	log := s.log.With("pool", p.Name, "holder", holder)
 	held, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
 	switch {
 	case errors.Is(err, errHandedOver):
 		log.InfoContext(ctx, "pool busy: marked dirty for its lease holder to sweep again")
-		return skipped
+		return skipped, false
 	case errors.Is(err, lease.ErrHeld):
 		log.InfoContext(ctx, "pool skipped: another sweeper holds its lease", "error", err)
-		return skipped
+		return skipped, false
 	case err != nil:
 		log.ErrorContext(ctx, "pool sweep failed", "error", err)
-		return failed
+		return failed, false
 	}
 	pending := nudges{}
 	pending.add(jobs)
 	pending.add(held.Nudged)
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
-		if err := held.Hold(ctx, rlog, func(ctx context.Context) error { return s.sweepOnce(ctx, p, pending, spilled, rlog) }); err != nil {
+		if err := held.Hold(ctx, rlog, func(ctx context.Context) error {
+			var err error
+			left, err = s.sweepOnce(ctx, p, pending, spilled, rlog)
+			return err
+		}); err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
 			if rerr := held.ForceRelease(ctx); rerr != nil && !errors.Is(rerr, lease.ErrLost) {
 				log.WarnContext(ctx, "releasing lease", "error", rerr)
 			}
-			return failed
+			return failed, false
 		}
 		again, err := held.Release(ctx)
 		if err != nil {
 			log.ErrorContext(ctx, "releasing lease", "error", err)
-			return failed
+			return failed, false
 		}
 		if !again {
-			return swept
+			return swept, left
 		}
 		pending.add(held.Nudged)
 		if round >= s.opts.MaxRounds || nearDeadline(ctx) {
@@ -351,7 +365,7 @@ func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, 
 			if err := held.ForceRelease(ctx); err != nil {
 				log.WarnContext(ctx, "releasing lease", "error", err)
 			}
-			return swept
+			return swept, left
 		}
 	}
 }
@@ -414,8 +428,10 @@ func (n nudges) settle(rs []reservation.Reservation) {
 	}
 }
 
-// sweepOnce is one decide → reconcile → record pass; run it under the lease (Lease.Hold).
-func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, spilled *spillTargets, log *slog.Logger) error {
+// sweepOnce is one decide → reconcile → record pass; run it under the lease
+// (Lease.Hold). left: it left jobs waiting behind runners being stopped
+// (leftWaiting).
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, spilled *spillTargets, log *slog.Logger) (left bool, err error) {
 	start := s.clock.Now()
 	var (
 		st    poolstate.Status
@@ -424,13 +440,13 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, sp
 		wg    sync.WaitGroup
 	)
 	wg.Go(func() { st, stErr = s.status.Get(ctx, p.Name) })
-	rs, err := s.reservations.Active(ctx, p.Name, nudged.pending()...)
+	rs, err = s.reservations.Active(ctx, p.Name, nudged.pending()...)
 	wg.Wait()
 	if stErr != nil {
-		return stErr
+		return false, stErr
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	nudged.settle(rs)
 	now := s.clock.Now()
@@ -438,14 +454,14 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, sp
 	last := scaling.Previous{Desired: st.Desired, LastScaleOut: st.LastScaleOut}
 	rs, d, to, err := s.spill(ctx, p, rs, scaling.Decide(p, rs, last, now), last, now, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if to != nil {
 		spilled.add(to)
 	}
 	extended, err := s.extendWaiting(ctx, p, d, rs, st, now)
 	if err != nil {
-		return err
+		return false, err
 	}
 	st.Extended = extended
 	var recErr error
@@ -459,16 +475,16 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, sp
 	st.Desired, st.LastScaleOut, st.DecidedAt, st.Reason, st.NextChange = d.Desired, d.LastScaleOut, now, d.Reason, d.NextChange
 	st.RecordOutcome(now, recErr)
 	if _, err := s.status.Put(ctx, st); err != nil {
-		return errors.Join(recErr, err)
+		return false, errors.Join(recErr, err)
 	}
 	if recErr != nil {
-		return recErr
+		return false, recErr
 	}
 	log.InfoContext(ctx, "pool swept", "desired", d.Desired, "previous", prev, "minReplicas", d.MinReplicas,
 		"reserved", d.Reserved, "reservations", d.Reservations, "held", d.Held, "saturated", d.Saturated,
 		"extended", extended, "nextChange", d.NextChange, "phases", st.Phases, "reason", d.Reason,
 		"took", s.clock.Since(start))
-	return nil
+	return leftWaiting(d, st), nil
 }
 
 // extendWaiting keeps the reservations of queued jobs alive while they wait for

@@ -264,6 +264,14 @@ func (m *Monitor) OnlineLatencies() []time.Duration {
 	return out
 }
 
+// OnlineTimes is, by runner name, when the simulator first listed each runner
+// online (as recorded for OnlineLatencies).
+func (m *Monitor) OnlineTimes() map[string]time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.online)
+}
+
 // watchPods follows the pools' runner pods and judges every deletion and every
 // stop of a runner container by what the simulator says at that moment.
 func (l *Loop) watchPods(ctx context.Context) error {

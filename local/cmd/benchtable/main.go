@@ -2,12 +2,18 @@
 // prints at the end one table of every benchmark's reported metrics — what
 // `make bench` shows — and, when BenchmarkCostPer1000Jobs ran, what its usage
 // costs in dollars (cost.go); when BenchmarkScaleEnvelope ran, the scale
-// envelope against its goals (scale.go).
+// envelope against its goals (scale.go). With -baseline FILE (the committed
+// output of the last accepted run, tests/testdata/bench-baseline.txt for `make
+// bench`), it ends with the metrics that changed beyond the noise (compare.go).
 package main
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -16,13 +22,17 @@ import (
 type row struct{ bench, metric, value string }
 
 func main() {
+	baseline := flag.String("baseline", "", "benchmark output to compare with (go test -bench, any -count)")
+	flag.Parse()
 	var rows []row
+	var input bytes.Buffer
 	pkg := ""
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
 		fmt.Println(line)
+		input.WriteString(line + "\n")
 		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
 			pkg = p[strings.LastIndex(p, "/")+1:]
 		}
@@ -53,4 +63,33 @@ func main() {
 	_ = tw.Flush()
 	printCost(os.Stdout, rows)
 	printScale(os.Stdout, rows)
+	if *baseline != "" {
+		if err := compareWith(*baseline, &input); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+	}
+}
+
+// compareWith prints the comparison of input with the baseline file.
+func compareWith(baseline string, input *bytes.Buffer) error {
+	f, err := os.Open(baseline)
+	if errors.Is(err, fs.ErrNotExist) {
+		fmt.Printf("\nno baseline at %s to compare with: `make bench-accept` takes this run's output as one\n", baseline)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the baseline: %w", err)
+	}
+	defer f.Close()
+	old, err := samples(f, baseline)
+	if err != nil {
+		return fmt.Errorf("reading the baseline %s: %w", baseline, err)
+	}
+	now, err := samples(input, "stdin")
+	if err != nil {
+		return fmt.Errorf("reading the benchmark output: %w", err)
+	}
+	printComparison(os.Stdout, baseline, old, now)
+	return nil
 }
