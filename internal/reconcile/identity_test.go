@@ -130,6 +130,34 @@ func TestForgedOrphanNamedLikeARunnerIsForeign(t *testing.T) {
 	}
 }
 
+// otherPool is pool q, of the scope of e's pool, in a namespace of its own,
+// and its reconciler, which shares e's roster and GitHub (and keeps deaths in
+// reruns, when given).
+func otherPool(t *testing.T, e *env, reruns *memReruns) (*reconcile.Reconciler, *pool.Config, string) {
+	t.Helper()
+	_, ns := testenv.Namespace(t)
+	cfg, err := pool.Parse(fmt.Appendf(nil, `
+pools:
+  - name: q
+    organization: acme
+    labels: [other]
+    maxReplicas: 2
+    kubernetes: {namespace: %s, image: runner:1}
+`, ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := reconcile.Options{JobLinks: e.links, Roster: e.roster}
+	if reruns != nil {
+		opts.Reruns = reruns
+	}
+	q, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, cfg, ns
+}
+
 // TestForgedSecretOfAnotherPoolRemovesNoRunner: a Secret named like a busy
 // runner of pool p, forged in the namespace of pool q of the same scope and
 // labelled as q's (recording the runner's id, written long ago), is foreign to
@@ -138,22 +166,7 @@ func TestForgedSecretOfAnotherPoolRemovesNoRunner(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	name, id := busyVictim(t, e)
-	_, otherNS := testenv.Namespace(t)
-	cfg, err := pool.Parse(fmt.Appendf(nil, `
-pools:
-  - name: q
-    organization: acme
-    labels: [other]
-    maxReplicas: 2
-    kubernetes: {namespace: %s, image: runner:1}
-`, otherNS))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, cfg, otherNS := otherPool(t, e, nil)
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: otherNS,
 		Labels: map[string]string{runnerpod.LabelPool: "q"},
 		Annotations: map[string]string{runnerpod.AnnotationSyncTime: e.clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339),
@@ -216,23 +229,8 @@ func TestForgedOrphanRecordsNoDeath(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, true)
 	name, id := busyVictim(t, e)
-	_, otherNS := testenv.Namespace(t)
-	cfg, err := pool.Parse(fmt.Appendf(nil, `
-pools:
-  - name: q
-    organization: acme
-    labels: [other]
-    maxReplicas: 2
-    kubernetes: {namespace: %s, image: runner:1}
-`, otherNS))
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := newMemReruns()
-	q, err := reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Reruns: store, Roster: e.roster})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q, cfg, otherNS := otherPool(t, e, store)
 	real := e.pods()[name]
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: real.Name, Namespace: otherNS, Labels: map[string]string{runnerpod.LabelPool: "q"},
 		Finalizers: []string{runnerpod.Finalizer}}, Spec: *real.Spec.DeepCopy()}
