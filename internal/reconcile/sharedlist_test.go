@@ -24,7 +24,7 @@ func TestFinishedRunnerIsNotHeldByAListReadDuringItsJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links,
+	if e.rec, err = reconcile.New(cfg, e.kube, e.gh, e.clock, nil, reconcile.Options{JobLinks: e.links, Roster: e.roster,
 		RunnerListMaxAge: 10 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
