@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
@@ -88,5 +89,52 @@ func TestPodReleasedByItsStatefulSetIsStillItsRunners(t *testing.T) {
 	}
 	if !mayHoldJob(s.runners[0].pod, true) {
 		t.Fatal("the runner of a running pod was taken for one that cannot hold a job")
+	}
+}
+
+// TestPodReleasedBeforeItWasRecordedIsStillItsRunners: a runner's
+// StatefulSet deleted with --cascade=orphan right after its pod started,
+// before any sweep saw the pod: the pod of the runner's own name, which no
+// controller claims, is its runner's — attached while the StatefulSet is
+// still listed, its orphan once it is gone (and its UID recorded then) — not
+// a foreign object, whose runner's ownerless Secret cleanup would release
+// under the pod's job.
+func TestPodReleasedBeforeItWasRecordedIsStillItsRunners(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte("pools:\n  - name: p\n    organization: acme\n    labels: [big]\n    maxReplicas: 2\n    kubernetes: {namespace: ns, image: runner:1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: map[string]string{runnerpod.LabelPool: "p"},
+			Annotations: map[string]string{runnerpod.AnnotationDeployment: "d"}}
+	}
+	pod := &corev1.Pod{ObjectMeta: meta("p-bcdfg-0"), Status: corev1.PodStatus{Phase: corev1.PodRunning,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: runnerpod.ContainerName, Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now.Add(-time.Minute))}}}}}}
+	pod.UID, pod.Finalizers, pod.Spec.NodeName = "pod-uid", []string{runnerpod.Finalizer}, "node"
+	for _, stsListed := range []bool{true, false} {
+		objects := []runtime.Object{pod.DeepCopy()}
+		if stsListed {
+			sts := &appsv1.StatefulSet{ObjectMeta: meta("p-bcdfg")}
+			sts.UID = "sts-uid"
+			objects = append(objects, sts)
+		}
+		ros := &memRoster{live: []roster.Runner{{Pool: "p", Name: "p-bcdfg-0", Namespace: "ns", StatefulSetUID: "sts-uid"}}}
+		r := &Reconciler{kube: fake.NewClientset(objects...), opts: Options{Deployment: "d", RegistrationTimeout: 10 * time.Minute, Roster: ros}}
+		s := &sweep{p: cfg.Pool("p"), now: now, log: r.logger()}
+		if err := r.observe(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case stsListed && (len(s.runners) != 1 || s.runners[0].pod == nil || len(s.orphans) != 0):
+			t.Fatalf("StatefulSet listed: runners %+v, orphans %d; want the runner with its released pod", s.runners, len(s.orphans))
+		case !stsListed && (len(s.orphans) != 1 || s.orphans[0].id.Name != "p-bcdfg-0" || len(s.foreign) != 0):
+			t.Fatalf("StatefulSet gone: orphans %+v, foreign %q; want the pod as its runner's orphan", s.orphans, s.foreign)
+		}
+		if live, _ := ros.Live(t.Context(), "p"); !live[0].HasPod("pod-uid") {
+			t.Fatalf("stsListed %v: the pod's UID was not recorded: %+v", stsListed, live[0])
+		}
 	}
 }

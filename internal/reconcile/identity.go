@@ -161,6 +161,14 @@ func (r *Reconciler) orphanEntry(ctx context.Context, s *sweep, ids identities, 
 			return e, nil
 		}
 	}
+	if e := ids.byName[pod.Name]; e != nil && (ref == nil || controlled && string(ref.UID) == e.StatefulSetUID) {
+		// The pod of a live runner's own name, released by its StatefulSet
+		// (--cascade=orphan) before a sweep recorded its UID. No other pod can
+		// have that name while the runner's own pod exists; had the runner's
+		// pod gone, a pod made under its name runs no runner of ours, and the
+		// stop does for it only what cleanup does for a runner with no pod.
+		return r.recordUID(ctx, s, e, "pod", pod.Name, roster.Record{PodUID: string(pod.UID)}, func() { e.PodUIDs = append(e.PodUIDs, string(pod.UID)) })
+	}
 	if !runnername.IsPodOf(s.p.Name, pod.Name) {
 		s.noteForeign("pod", pod.Name, "an orphan the roster knows no runner of")
 		return nil, nil

@@ -202,11 +202,18 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	return nil
 }
 
-// recordedPod is the pod of the runner e's name whose UID e recorded, if the
-// pool's pods hold it.
+// recordedPod is the pod of the runner e's name whose UID e recorded, or that
+// no controller claims (released by its StatefulSet before a sweep recorded
+// it), if the pool's pods hold one: while the StatefulSet exists, no other
+// pod can have its one pod name.
 func recordedPod(e *roster.Runner, byUID map[types.UID]*corev1.Pod) *corev1.Pod {
 	for _, uid := range e.PodUIDs {
 		if pod := byUID[types.UID(uid)]; pod != nil && pod.Name == e.Name {
+			return pod
+		}
+	}
+	for _, pod := range byUID {
+		if pod.Name == e.Name && metav1.GetControllerOf(pod) == nil {
 			return pod
 		}
 	}
