@@ -26,13 +26,13 @@ import (
 //     the entry recorded none, the StatefulSet of that name, whose UID is
 //     recorded then: a sweep ended between its creation and the record);
 //   - its pod: the pod of the StatefulSet's one pod name that the StatefulSet
-//     controls; its UID is recorded at first sight, before any step can act
-//     on it;
+//     controls, or that no controller claims (released by the StatefulSet);
+//     its UID is recorded at first sight, before any step can act on it;
 //   - an orphan (a pod with our finalizer whose StatefulSet is gone): a pod
 //     whose UID the entry recorded, or the pod of the runner's name that the
-//     entry's recorded StatefulSet controlled — of a live entry, or of one
-//     retired since (a pod the StatefulSet controller created as its runner
-//     was being deleted);
+//     entry's recorded StatefulSet controlled (or no controller claims, for a
+//     live entry) — of a live entry, or of one retired since (a pod the
+//     StatefulSet controller created as its runner was being deleted);
 //   - a Secret: the one whose UID the entry recorded (or, when it recorded
 //     none, the Secret of the runner's name, recorded then);
 //   - a GitHub runner: the id the entry recorded, under the entry's name.
