@@ -1,6 +1,7 @@
 package roster_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -131,5 +132,42 @@ func TestRecordKeepsTheFirstObjectOfEachKind(t *testing.T) {
 	}
 	if err := s.Record(ctx, "p", "p-bcdfg-0", roster.Record{PodUID: "pod-3"}); !errors.Is(err, roster.ErrNotRecorded) {
 		t.Fatalf("record for a retired runner: %v, want ErrNotRecorded", err)
+	}
+}
+
+// failPut is a table whose PutItem fails: a retirement cut short at its
+// first write (were the live item deleted first, the runner would be neither
+// live nor retired).
+type failPut struct{ table.API }
+
+func (failPut) PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return nil, errors.New("injected: put refused")
+}
+
+// TestRetirementCutShortLeavesTheRunnerLive: a retirement whose write of the
+// retired copy fails reports the error and leaves the runner live (the copy is
+// written before the live item is deleted),
+// so that the object kept brings the next sweep back; the next retirement
+// finishes it.
+func TestRetirementCutShortLeavesTheRunnerLive(t *testing.T) {
+	t.Parallel()
+	db, name := testenv.Table(t)
+	ctx := t.Context()
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	s := roster.NewStore(db, name)
+	if err := s.Add(ctx, roster.Runner{Pool: "p", Name: "p-bcdfg-0", Namespace: "ci"}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := roster.NewStore(failPut{db}, name).Retire(ctx, "p", "p-bcdfg-0", now); err == nil {
+		t.Fatal("a retirement whose delete failed reported no error")
+	}
+	if live, err := s.Live(ctx, "p"); err != nil || len(live) != 1 {
+		t.Fatalf("live %+v (%v) after a retirement cut short; want the runner still live", live, err)
+	}
+	if err := s.Retire(ctx, "p", "p-bcdfg-0", now); err != nil {
+		t.Fatal(err)
+	}
+	if live, err := s.Live(ctx, "p"); err != nil || len(live) != 0 {
+		t.Fatalf("live %+v (%v) after the retirement finished; want none", live, err)
 	}
 }
