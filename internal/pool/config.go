@@ -140,6 +140,64 @@ type Kubernetes struct {
 	DockerdWithinRunnerContainer bool      `yaml:"dockerdWithinRunnerContainer"`
 	Template                     yaml.Node `yaml:"template"`
 	VolumeClaimTemplates         yaml.Node `yaml:"volumeClaimTemplates"`
+	// ContainerMode, when set, runs the jobs' containers (`container:`,
+	// `services:`, container actions) as pods through the Kubernetes API, with
+	// actions/runner-container-hooks, instead of with docker: "kubernetes" (the
+	// job's work directory on a per-runner volume shared with its workflow pod,
+	// WorkVolumeClaim) or "kubernetes-novolume" (no shared volume: the hooks copy
+	// the workspace in and out, and workflow pods run in JobsNamespace). ARC's
+	// names and meanings. See ContainerModeKubernetes, ContainerModeNoVolume.
+	ContainerMode string `yaml:"containerMode"`
+	// JobsNamespace (kubernetes-novolume only, required) is where the pool's
+	// workflow pods run: the runners' service account has the hooks' rights
+	// there and nowhere else.
+	JobsNamespace string `yaml:"jobsNamespace"`
+	// WorkVolumeClaim (kubernetes mode only, required) is the claim spec of the
+	// per-runner ephemeral volume that holds the job's work directory
+	// (a PersistentVolumeClaimSpec: storageClassName, accessModes, resources),
+	// decoded by the sweeper (package runnerpod), as ARC's
+	// kubernetesModeWorkVolumeClaim.
+	WorkVolumeClaim yaml.Node `yaml:"workVolumeClaim"`
+	// RequireJobContainer (container modes; default true, as ARC) fails a job
+	// that has no `container:` instead of running its steps in the runner pod.
+	RequireJobContainer *bool `yaml:"requireJobContainer"`
+	// HookTemplate (container modes, optional) extends the workflow pods the
+	// hooks create (a PodTemplateSpec, as ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE:
+	// `$job` is the job container): resources, node selectors, tolerations.
+	// Decoded by the sweeper (package runnerpod).
+	HookTemplate yaml.Node `yaml:"hookTemplate"`
+}
+
+// Container modes (Kubernetes.ContainerMode).
+const (
+	ContainerModeKubernetes = "kubernetes"
+	ContainerModeNoVolume   = "kubernetes-novolume"
+)
+
+// ContainerModes are the values Kubernetes.ContainerMode may take besides "".
+var ContainerModes = []string{ContainerModeKubernetes, ContainerModeNoVolume}
+
+// InContainerMode reports whether the pool's jobs run their containers as
+// workflow pods.
+func (k Kubernetes) InContainerMode() bool { return k.ContainerMode != "" }
+
+// HookNamespace is where the pool's workflow pods run: the jobs namespace in
+// kubernetes-novolume mode, the runners' namespace in kubernetes mode (the
+// hooks read the runner's pod and mount its claim there), "" outside container
+// mode.
+func (k Kubernetes) HookNamespace() string {
+	switch k.ContainerMode {
+	case ContainerModeNoVolume:
+		return k.JobsNamespace
+	case ContainerModeKubernetes:
+		return k.Namespace
+	}
+	return ""
+}
+
+// JobContainerRequired is RequireJobContainer, or its default (true).
+func (k Kubernetes) JobContainerRequired() bool {
+	return k.RequireJobContainer == nil || *k.RequireJobContainer
 }
 
 // Duration is a Go duration string in YAML ("90s", "30m", "1h30m").
