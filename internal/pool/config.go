@@ -381,7 +381,8 @@ func (p *Pool) defaults() {
 // validate runs the pool's checks; each error begins with the field's path (FieldOf).
 func (p *Pool) validate() []error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateTokenExposure,
-		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
+		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateContainerMode, p.validateHeadroom,
+		p.validateRunnerVersion}
 	var errs []error
 	for _, check := range checks {
 		err := check()
