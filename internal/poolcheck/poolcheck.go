@@ -5,8 +5,15 @@
 // It is what `runnerscaler validate` and the Makefile's build targets run, so a
 // file the sweeper would refuse never reaches AWS.
 //
-// What a file cannot tell is left to the sweeper's start: the credentials'
-// reach, the cluster, and the API server's own dry run of each template.
+// Beyond the sweeper's checks, it refuses a docker-in-docker image in a container
+// mode pool (containermode.go) and warns (Warnings, which do not make a file
+// invalid) where a hook template replaces what the container hooks need. With a
+// cluster read (Cluster, PodSecurity), it checks what only the cluster can tell:
+// the namespaces' Pod Security levels, the storage classes of kubernetes mode
+// work volumes and the jobs namespaces.
+//
+// What a file cannot tell is otherwise left to the sweeper's start: the
+// credentials' reach, and the API server's own dry run of each template.
 package poolcheck
 
 import (
@@ -25,8 +32,8 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
-// Check returns the problems of the pools file raw, ordered by position; none
-// when the sweeper would accept it.
+// Check returns the problems of the pools file raw, ordered by position: those
+// the sweeper would refuse it for, and a docker-in-docker image in container mode.
 func Check(raw []byte) []*pool.Problem {
 	cfg, root, problems := pool.ParseAll(raw)
 	if cfg == nil {
@@ -39,11 +46,17 @@ func Check(raw []byte) []*pool.Problem {
 		}
 		at, _ := pool.Locate(root, prefix)
 		problems = append(problems, templateProblems(&cfg.Pools[i], at, prefix)...)
+		problems = append(problems, dindImageProblems(&cfg.Pools[i], at, prefix)...)
 	}
+	sortByPosition(problems)
+	return problems
+}
+
+// sortByPosition orders problems as they appear in the file.
+func sortByPosition(problems []*pool.Problem) {
 	slices.SortStableFunc(problems, func(a, b *pool.Problem) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
-	return problems
 }
 
 // podFieldsFailed: a field that runnerpod reads to build the pool's pod failed
