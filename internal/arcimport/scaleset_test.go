@@ -90,9 +90,9 @@ func TestScaleSetValues(t *testing.T) {
 			}
 		}},
 		{"containerMode kubernetes", "githubConfigUrl: https://github.com/acme\ncontainerMode:\n  type: kubernetes\n  kubernetesModeWorkVolumeClaim: {accessModes: [ReadWriteOnce]}",
-			func(t *testing.T, _ *pool.Pool, _ corev1.PodTemplateSpec, res arcimport.Result) {
-				if !listedAt(res, "containerMode.type") || !listedAt(res, "containerMode.kubernetesModeWorkVolumeClaim") {
-					t.Errorf("not carried %v: want the container mode and its claim listed", res.Dropped)
+			func(t *testing.T, p *pool.Pool, _ corev1.PodTemplateSpec, res arcimport.Result) {
+				if k := p.Kubernetes; k.ContainerMode != pool.ContainerModeKubernetes || k.WorkVolumeClaim.Kind == 0 || k.DockerEnabled || len(res.Dropped) != 0 {
+					t.Errorf("kubernetes %+v, not carried %v: want the container mode and its claim carried", k, res.Dropped)
 				}
 			}},
 		{"what a pool is not", `githubConfigUrl: https://github.com/acme
