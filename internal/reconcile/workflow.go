@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/runnerscaler/runnerscaler/internal/roster"
-	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/runnername"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 )
 
 // Workflow pods (container mode). The container hooks create, in the pool's
