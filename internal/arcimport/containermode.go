@@ -163,8 +163,9 @@ func (c *converter) settleContainerMode(d *object, dr *draft) {
 		}
 	}
 	if dr.containerMode == "" {
-		for _, h := range held { // no hooks: the variables mean what they meant
-			dr.runner.appendSeq("env", h.item)
+		for _, h := range held {
+			c.drop(d, h.path, fmt.Sprintf("%s is a setting of the container hooks, which runnerscaler sets in a container mode only (kubernetes.containerMode)", h.name),
+				"leave it out, or set kubernetes.containerMode")
 		}
 		return
 	}
@@ -276,6 +277,18 @@ func (c *converter) workVolume(d *object, dr *draft) {
 		dr.workClaim = defaultWorkClaim()
 		c.drop(d, dr.containerModePath, "containerMode kubernetes without a work volume claim (kubernetesModeWorkVolumeClaim, workVolumeClaimTemplate)",
 			"imported with a 10Gi ReadWriteOnce claim of the cluster's default StorageClass: set kubernetes.workVolumeClaim to what the jobs need")
+		return
+	}
+	if scalar(get(get(get(dr.workClaim, "resources"), "requests"), "storage")) == "" {
+		claim := fromMapping(dr.workClaim)
+		resources := fromMapping(claim.get("resources"))
+		requests := fromMapping(resources.get("requests"))
+		requests.set("storage", str("10Gi"))
+		resources.set("requests", requests.node())
+		claim.set("resources", resources.node())
+		dr.workClaim = claim.node()
+		c.drop(d, dr.workClaimPath, "a claim without a size (resources.requests.storage), which Kubernetes refuses",
+			"imported with 10Gi: set the size the jobs need")
 	}
 }
 

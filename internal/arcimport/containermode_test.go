@@ -1,6 +1,7 @@
 package arcimport_test
 
 import (
+	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
@@ -21,6 +22,25 @@ func hookTemplateOf(t *testing.T, p *pool.Pool) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// written is the pool's template as the import wrote it (before the sweeper
+// adds its own: the hooks' environment, the work volume).
+func written(t *testing.T, p *pool.Pool) corev1.PodTemplateSpec {
+	t.Helper()
+	var m any
+	if err := p.Kubernetes.Template.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl corev1.PodTemplateSpec
+	if err := json.Unmarshal(raw, &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	return tmpl
 }
 
 func envNames(c corev1.Container) []string {
@@ -107,9 +127,10 @@ template:
 				if p.Kubernetes.JobContainerRequired() {
 					t.Error("requireJobContainer: want false, from ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER")
 				}
-				r := container(t, tmpl, "runner")
-				if len(r.VolumeMounts) != 0 || len(tmpl.Spec.Volumes) != 0 || !hasEnv(r, "KEEP", "me") {
-					t.Errorf("runner %+v, volumes %+v: want the template's volume and mount left out, KEEP kept", r, tmpl.Spec.Volumes)
+				w := written(t, p)
+				r := container(t, w, "runner")
+				if len(r.VolumeMounts) != 0 || len(w.Spec.Volumes) != 0 || !hasEnv(r, "KEEP", "me") {
+					t.Errorf("runner %+v, volumes %+v: want the template's volume and mount left out, KEEP kept", r, w.Spec.Volumes)
 				}
 				if slices.ContainsFunc(res.Dropped, func(d arcimport.Dropped) bool { return d.Document == 1 }) {
 					t.Errorf("not carried %v: the ConfigMap was used", res.Dropped)
@@ -133,9 +154,6 @@ template:
 			"    - name: runner\n      env:\n      - {name: ACTIONS_RUNNER_CONTAINER_HOOKS, value: /home/runner/k8s-novolume/index.js}\n" +
 			"      - name: ACTIONS_RUNNER_POD_NAME\n        valueFrom: {fieldRef: {fieldPath: metadata.name}}\n",
 			pool.ContainerModeNoVolume, func(t *testing.T, _ *pool.Pool, tmpl corev1.PodTemplateSpec, res arcimport.Result) {
-				if r := container(t, tmpl, "runner"); slices.ContainsFunc(envNames(r), func(n string) bool { return strings.HasPrefix(n, "ACTIONS_RUNNER_") }) {
-					t.Errorf("runner env %v: want the hooks' variables left out", envNames(r))
-				}
 				if !noted(res, "ACTIONS_RUNNER_CONTAINER_HOOKS is set", "containerMode kubernetes-novolume") || !noted(res, "ACTIONS_RUNNER_POD_NAME left out of the template") {
 					t.Errorf("notes %v: want the inferred mode and the left-out variables said", res.Notes)
 				}
@@ -166,8 +184,8 @@ spec:
 			if err := p.Kubernetes.WorkVolumeClaim.Decode(&claim); err != nil || claim.StorageClassName != "fast" {
 				t.Errorf("work volume claim %+v (%v), want the work volume's claim template", claim, err)
 			}
-			if len(tmpl.Spec.Volumes) != 0 || len(container(t, tmpl, "runner").VolumeMounts) != 0 {
-				t.Errorf("template %+v: want the work volume and mount left out (runnerscaler renders them)", tmpl.Spec)
+			if w := written(t, p); len(w.Spec.Volumes) != 0 || len(container(t, w, "runner").VolumeMounts) != 0 {
+				t.Errorf("template %+v: want the work volume and mount left out (runnerscaler renders them)", w.Spec)
 			}
 		}},
 	} {
@@ -179,8 +197,8 @@ spec:
 				k.ServiceAccountName != p.Name+"-hooks" {
 				t.Errorf("kubernetes %+v: want containerMode %s, no docker, namespace %s, serviceAccountName %s-hooks", k, tc.mode, arcimport.DefaultNamespace, p.Name)
 			}
-			if r := container(t, tmpl, "runner"); slices.ContainsFunc(envNames(r), func(n string) bool { return strings.HasPrefix(n, "ACTIONS_RUNNER_") }) {
-				t.Errorf("runner env %v: want no hook variable", envNames(r))
+			if r := container(t, written(t, p), "runner"); slices.ContainsFunc(envNames(r), func(n string) bool { return strings.HasPrefix(n, "ACTIONS_RUNNER_") }) {
+				t.Errorf("runner env %v: want no hook variable in the template (runnerscaler sets them)", envNames(r))
 			}
 			raw := res.Pools
 			if problems := poolcheck.Check(raw); len(problems) > 0 {
@@ -195,13 +213,32 @@ spec:
 }
 
 // TestHookVariablesWithoutContainerMode: without the hooks (no
-// ACTIONS_RUNNER_CONTAINER_HOOKS, no containerMode) the other hook variables
-// are the runner's own environment and stay in it.
+// ACTIONS_RUNNER_CONTAINER_HOOKS, no containerMode) a hook variable is listed
+// and left out: the sweeper sets them in a container mode only.
 func TestHookVariablesWithoutContainerMode(t *testing.T) {
 	t.Parallel()
-	p, tmpl, _ := imported(t, rd("dockerEnabled: false\nenv: [{name: ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER, value: \"true\"}]", "maxReplicas: 2"), withImage)
-	if p.Kubernetes.InContainerMode() || !hasEnv(container(t, tmpl, "runner"), "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER", "true") {
-		t.Errorf("kubernetes %+v, runner env %v: want no container mode, the variable kept", p.Kubernetes, envNames(container(t, tmpl, "runner")))
+	p, _, res := imported(t, rd("dockerEnabled: false\nenv: [{name: ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER, value: \"true\"}]", "maxReplicas: 2"), withImage)
+	if p.Kubernetes.InContainerMode() || len(envNames(container(t, written(t, p), "runner"))) != 0 || !listedAt(res, "spec.template.spec.env[0]") {
+		t.Errorf("kubernetes %+v, not carried %v: want no container mode, the variable listed and left out", p.Kubernetes, res.Dropped)
+	}
+}
+
+// TestWorkVolumeClaimWithoutSize: ARC's claim without a size gets 10Gi, listed.
+func TestWorkVolumeClaimWithoutSize(t *testing.T) {
+	t.Parallel()
+	p, _, res := imported(t, "githubConfigUrl: https://github.com/acme\nrunnerScaleSetName: s\nmaxRunners: 2\n"+
+		"containerMode: {type: kubernetes, kubernetesModeWorkVolumeClaim: {accessModes: [ReadWriteOnce], storageClassName: gp3}}", withImage)
+	var claim struct {
+		StorageClassName string `yaml:"storageClassName"`
+		Resources        struct {
+			Requests map[string]string `yaml:"requests"`
+		} `yaml:"resources"`
+	}
+	if err := p.Kubernetes.WorkVolumeClaim.Decode(&claim); err != nil || claim.StorageClassName != "gp3" || claim.Resources.Requests["storage"] != "10Gi" {
+		t.Errorf("claim %+v (%v): want gp3 kept, 10Gi", claim, err)
+	}
+	if !listedAt(res, "containerMode.kubernetesModeWorkVolumeClaim") {
+		t.Errorf("not carried %v: want the missing size listed", res.Dropped)
 	}
 }
 

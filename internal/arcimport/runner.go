@@ -212,12 +212,12 @@ func (c *converter) env(o *object, p string, v *yaml.Node, runner bool) []*yaml.
 	for i, e := range v.Content {
 		ep := fmt.Sprintf("%s[%d]", p, i)
 		name := scalar(get(e, "name"))
-		if runner && runnerpod.OwnedEnv(name) {
-			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
-			continue
-		}
 		if _, hooks := hookEnv[name]; runner && hooks {
 			c.hookEnv = append(c.hookEnv, hookEnvVar{o: o, path: ep, name: name, item: clean(e)}) // settled with the mode
+			continue
+		}
+		if runner && runnerpod.OwnedEnv(name) {
+			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
 			continue
 		}
 		item := clean(e)

@@ -186,3 +186,28 @@ func linesBegin(got, want string) bool {
 	}
 	return true
 }
+
+// TestContainerModeFieldsPlaced: the sweeper's checks of the container mode
+// fields are placed at their field — a misspelt hookTemplate field with the
+// field it was meant to be, a claim without a size — and a field the pool's own
+// checks reported is not reported again by the sweeper's.
+func TestContainerModeFieldsPlaced(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, file, want string }{
+		{"hook template fields", modePool("kubernetes-novolume", "      image: r:1\n      hookTemplate:\n        spec:\n          nodeSelektor: {a: b}\n"+
+			"          containers: [{name: $job, resourcs: {}}]\n"),
+			"13:11: pools[0] (c): kubernetes.hookTemplate.spec.nodeSelektor: unknown field; did you mean nodeSelector?\n" +
+				"14:37: pools[0] (c): kubernetes.hookTemplate.spec.containers[0].resourcs: unknown field; did you mean resources?\n"},
+		{"claim without a size", strings.Replace(modePool("kubernetes", "      image: r:1\n"), ", resources: {requests: {storage: 10Gi}}", "", 1),
+			"9:7: pools[0] (c): kubernetes.workVolumeClaim.resources.requests.storage: required (the work volume's size)\n"},
+		{"required claim said once", strings.Replace(modePool("kubernetes", "      image: r:1\n"), "      workVolumeClaim: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}\n", "", 1),
+			"5:5: pools[0] (c): kubernetes.workVolumeClaim: required with containerMode kubernetes\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := positions(poolcheck.Check([]byte(tc.file))); !linesBegin(got, tc.want) {
+				t.Fatalf("problems:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
+	}
+}

@@ -45,7 +45,11 @@ func Check(raw []byte) []*pool.Problem {
 			continue // the template checks would only say it again
 		}
 		at, _ := pool.Locate(root, prefix)
-		problems = append(problems, templateProblems(&cfg.Pools[i], at, prefix)...)
+		for _, p := range templateProblems(&cfg.Pools[i], at, prefix) {
+			if !slices.ContainsFunc(problems, func(q *pool.Problem) bool { return q.Path() == p.Path() }) {
+				problems = append(problems, p) // a field the pool's checks did not report already (a required work volume claim)
+			}
+		}
 		problems = append(problems, dindImageProblems(&cfg.Pools[i], at, prefix)...)
 	}
 	sortByPosition(problems)
@@ -65,7 +69,8 @@ func podFieldsFailed(problems []*pool.Problem, prefix string) bool {
 	return slices.ContainsFunc(problems, func(p *pool.Problem) bool {
 		rel, ok := strings.CutPrefix(p.Path(), prefix+".")
 		return ok && (rel == "kubernetes" || rel == "name" || strings.HasPrefix(rel, "kubernetes.template") ||
-			strings.HasPrefix(rel, "kubernetes.volumeClaimTemplates") || strings.HasPrefix(rel, "kubernetes.image"))
+			strings.HasPrefix(rel, "kubernetes.volumeClaimTemplates") || strings.HasPrefix(rel, "kubernetes.image") ||
+			strings.HasPrefix(rel, "kubernetes.containerMode"))
 	})
 }
 
@@ -99,11 +104,11 @@ func templateProblem(err error, p *pool.Pool, at *yaml.Node, prefix string) []*p
 	where := fmt.Sprintf("%s (%s)", prefix, p.Name)
 	msg := strings.TrimPrefix(err.Error(), "pool "+p.Name+": ")
 	field, rest, _ := strings.Cut(msg, ": ")
-	if field == "kubernetes.template" {
+	if field == "kubernetes.template" || field == "kubernetes.hookTemplate" {
 		if matches := unknownField.FindAllStringSubmatch(rest, -1); matches != nil {
 			var out []*pool.Problem
 			for _, m := range matches {
-				out = append(out, templateField(at, where, prefix, m[2], m[1]+" field"))
+				out = append(out, templateField(at, where, prefix, field+"."+m[2], m[1]+" field"))
 			}
 			return out
 		}
@@ -116,11 +121,11 @@ func templateProblem(err error, p *pool.Pool, at *yaml.Node, prefix string) []*p
 	return []*pool.Problem{pool.NewProblem(n, where, prefix+"."+field, msg)}
 }
 
-// templateField is the problem of one unknown (or duplicate) field of the
-// template, at path in it, with the field of the pod template it was probably
-// meant to be.
-func templateField(at *yaml.Node, where, prefix, path, what string) *pool.Problem {
-	field := "kubernetes.template." + path
+// templateField is the problem of one unknown (or duplicate) field of a pod
+// template (field: kubernetes.template. or kubernetes.hookTemplate. and its path
+// in the template), with the field of the pod template it was probably meant to be.
+func templateField(at *yaml.Node, where, prefix, field, what string) *pool.Problem {
+	path := field[strings.Index(field, "emplate.")+len("emplate."):]
 	n, _ := pool.Locate(at, field)
 	msg := field + ": " + what
 	if what == "unknown field" {
