@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -88,5 +91,35 @@ func TestValidateReadsTheClusterForContainerModes(t *testing.T) {
 	empty := fake.NewSimpleClientset()
 	if _, err := readCluster(t.Context(), empty, []byte(noContainerMode)); err != nil || len(empty.Actions()) != 0 {
 		t.Errorf("no container mode pool: %v, %d reads; want none", err, len(empty.Actions()))
+	}
+}
+
+// TestContainerModesPageExampleValidates: the pools of docs/container-modes.md
+// pass `runnerscaler validate` with no warning, and are the same as
+// examples/pools/container-modes.yaml's, which the page points to.
+func TestContainerModesPageExampleValidates(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile("../../docs/container-modes.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```yaml\n(pools:\n.*?)```").FindSubmatch(page)
+	if m == nil {
+		t.Fatal("docs/container-modes.md has no ```yaml block of pools")
+	}
+	file := filepath.Join(t.TempDir(), "pools.yaml")
+	if err := os.WriteFile(file, m[1], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "validate", file)
+	if code != 0 || stdout != file+": valid\n" || stderr != "" {
+		t.Errorf("validate of the page's pools: exit %d, %q, %q", code, stdout, stderr)
+	}
+	example, err := os.ReadFile("../../examples/pools/container-modes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, pools, _ := strings.Cut(string(example), "\npools:\n"); "pools:\n"+pools != string(m[1]) {
+		t.Errorf("the page's pools differ from examples/pools/container-modes.yaml's:\n%s", m[1])
 	}
 }
