@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/runnerscaler/runnerscaler/internal/poolcheck"
+	"github.com/runnerscaler/runnerscaler/local/testenv"
 )
 
 // TestValidateWarningsDoNotFail: a warning is printed as
@@ -121,5 +124,63 @@ func TestContainerModesPageExampleValidates(t *testing.T) {
 	}
 	if _, pools, _ := strings.Cut(string(example), "\npools:\n"); "pools:\n"+pools != string(m[1]) {
 		t.Errorf("the page's pools differ from examples/pools/container-modes.yaml's:\n%s", m[1])
+	}
+}
+
+// TestValidateContainerModesOnTheCluster: `validate --kubeconfig` on a real API
+// server (the local stack's) reads the StorageClasses and the jobs namespace
+// with the caller's credentials: a pool whose class and jobs namespace exist
+// is valid; naming a missing class and a missing namespace fails (exit 1) at
+// each field.
+func TestValidateContainerModesOnTheCluster(t *testing.T) {
+	t.Parallel()
+	kube, ns := testenv.Namespace(t)
+	_, jobs := testenv.Namespace(t)
+	class := testenv.Name("sc")
+	if _, err := kube.StorageV1().StorageClasses().Create(t.Context(),
+		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "example.com/none"}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kube.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	pools := func(class, jobs string) string {
+		file := filepath.Join(t.TempDir(), "pools.yaml")
+		raw := fmt.Sprintf(`pools:
+  - name: kube
+    organization: acme
+    maxReplicas: 2
+    kubernetes:
+      namespace: %[1]s
+      image: runner:1
+      serviceAccountName: kube-hooks
+      containerMode: kubernetes
+      workVolumeClaim: {storageClassName: %[2]s, resources: {requests: {storage: 1Gi}}}
+  - name: novolume
+    organization: acme
+    maxReplicas: 2
+    kubernetes:
+      namespace: %[1]s
+      image: runner:1
+      serviceAccountName: novolume-hooks
+      containerMode: kubernetes-novolume
+      jobsNamespace: %[3]s
+`, ns, class, jobs)
+		if err := os.WriteFile(file, []byte(raw), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	kubeconfig := testenv.Kubeconfig(t)
+	file := pools(class, jobs)
+	if code, stdout, stderr := runCLI(t, "validate", "--kubeconfig", kubeconfig, file); code != 0 || stdout != file+": valid\n" {
+		t.Errorf("validate: exit %d, %q, %q; want valid", code, stdout, stderr)
+	}
+	file = pools(class+"-missing", jobs+"-missing")
+	code, _, stderr := runCLI(t, "validate", "--kubeconfig", kubeconfig, file)
+	want := []string{
+		file + ":10:25: pools[0] (kube): kubernetes.workVolumeClaim.storageClassName: \"" + class + "-missing\" is not a StorageClass of the cluster",
+		file + ":19:7: pools[1] (novolume): kubernetes.jobsNamespace: namespace \"" + jobs + "-missing\" does not exist on the cluster",
+	}
+	if code != 1 || strings.Count(stderr, "\n") != 2 || !strings.HasPrefix(stderr, want[0]) || !strings.Contains(stderr, "\n"+want[1]) {
+		t.Errorf("validate: exit %d, stderr:\n%s\nwant exit 1 and lines beginning:\n%s", code, stderr, strings.Join(want, "\n"))
 	}
 }
