@@ -122,7 +122,9 @@ func validate(ctx context.Context, args []string, e env) error {
 			return err
 		}
 		problems = append(poolcheck.PodSecurity(raw, levels), poolcheck.ClusterProblems(raw, cluster)...)
-		slices.SortStableFunc(problems, func(a, b *pool.Problem) int { return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column)) })
+		slices.SortStableFunc(problems, func(a, b *pool.Problem) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		})
 	}
 	warnings := poolcheck.Warnings(raw)
 	report := validation{File: f.file, Valid: len(problems) == 0, Problems: placed(problems), Warnings: placed(warnings)}

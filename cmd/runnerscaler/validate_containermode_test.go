@@ -141,7 +141,9 @@ func TestValidateContainerModesOnTheCluster(t *testing.T) {
 		&storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Provisioner: "example.com/none"}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = kube.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kube.StorageV1().StorageClasses().Delete(context.Background(), class, metav1.DeleteOptions{})
+	})
 	pools := func(class, jobs string) string {
 		file := filepath.Join(t.TempDir(), "pools.yaml")
 		raw := fmt.Sprintf(`pools:
