@@ -227,11 +227,11 @@ func envPath(held []hookEnvVar, name string) string {
 	return ""
 }
 
-// noDockerInContainerMode: ARC runs no docker in a container mode, and neither
-// does the pool.
+// noDockerInContainerMode: a container mode pool runs no docker (package pool
+// refuses it with one).
 func (c *converter) noDockerInContainerMode(d *object, dr *draft) {
 	if sidecar, dind := dr.docker(); (sidecar && dr.dockerEnabled != nil) || dind {
-		c.note(d, "%s: containerMode %s runs no docker, in ARC as here: the pool's dockerEnabled and dockerdWithinRunnerContainer are left out",
+		c.note(d, "%s: containerMode %s runs no docker: the pool's dockerEnabled and dockerdWithinRunnerContainer are left out",
 			dr.containerModePath, dr.containerMode)
 	}
 	no := false

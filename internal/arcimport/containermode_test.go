@@ -83,7 +83,7 @@ template:
 		name, manifest, mode string
 		check                func(t *testing.T, p *pool.Pool, tmpl corev1.PodTemplateSpec, res arcimport.Result)
 	}{
-		{"legacy RunnerDeployment", rd("containerMode: kubernetes\nserviceAccountName: arc-k8s\ndockerMTU: 1400\n"+
+		{"legacy RunnerDeployment", rd("containerMode: kubernetes\nserviceAccountName: arc-k8s\ndockerEnabled: true\ndockerMTU: 1400\n"+
 			"workVolumeClaimTemplate: {storageClassName: gp3, accessModes: [ReadWriteOnce], resources: {requests: {storage: 10Gi}}}", "maxReplicas: 3"),
 			pool.ContainerModeKubernetes, func(t *testing.T, p *pool.Pool, _ corev1.PodTemplateSpec, res arcimport.Result) {
 				var claim struct {
@@ -94,6 +94,9 @@ template:
 				}
 				if !noted(res, "serviceAccountName rd-hooks (ARC's arc-k8s is not used", "runnerscaler hook-rbac") {
 					t.Errorf("notes %v: want the service account and hook-rbac said", res.Notes)
+				}
+				if !noted(res, "containerMode kubernetes runs no docker: the pool's dockerEnabled and dockerdWithinRunnerContainer are left out") {
+					t.Errorf("notes %v: want docker's leaving said", res.Notes)
 				}
 				if !listedAt(res, "spec.template.spec.dockerMTU") {
 					t.Errorf("not carried %v: want dockerMTU listed (no docker in container mode)", res.Dropped)
