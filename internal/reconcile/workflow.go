@@ -26,8 +26,9 @@ import (
 //
 //   - a busy signal (signalWorkflowPod): while a pod labelled with a runner's
 //     pod name exists, not older than the runner's current pod, the runner is
-//     not stopped: a read of the hook namespace right before the runner pod's
-//     delete (checkNow) vetoes it. This only ever holds a runner: a forged pod keeps an idle
+//     not stopped, nor its labels withdrawn: the sweep's listing vetoes the
+//     stop (confirmIdle), and a read of the hook namespace right before the
+//     runner pod's delete (checkNow) too. This only ever holds a runner: a forged pod keeps an idle
 //     runner until the pod is deleted, no longer than its creator could by
 //     running a job;
 //   - a leftover (finishWorkflowObjects): a pod or Secret labelled with the pod
@@ -85,6 +86,36 @@ func (r *Reconciler) listHookObjects(ctx context.Context, s *sweep) {
 // server records; or the runner has no pod now, and nothing says otherwise).
 func current(obj metav1.ObjectMeta, runnerPod *corev1.Pod) bool {
 	return runnerPod == nil || !obj.CreationTimestamp.Before(&runnerPod.CreationTimestamp)
+}
+
+// workflowPods are the pods of the hook namespace that name rn's pod and may
+// be its current pod's work.
+func (s *sweep) workflowPods(rn *runner) []corev1.Pod {
+	var out []corev1.Pod
+	for _, pod := range s.hook.pods {
+		if pod.Labels[runnerpod.LabelHookRunnerPod] == runnerpod.PodName(rn.name()) && current(pod.ObjectMeta, rn.pod) && !runnersOwn(pod.ObjectMeta) {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// workflowBusy (confirmIdle): the sweep's listing shows a workflow pod of the
+// runner, or could not be read (then the stop waits).
+func (s *stop) workflowBusy(ctx context.Context) (next, bool, error) {
+	if s.p.Kubernetes.HookNamespace() == "" {
+		return next{}, false, nil
+	}
+	if s.sw.hook.err != nil {
+		s.log.Warn("cannot list the workflow pods; retrying next sweep", "error", s.sw.hook.err)
+		return waitFor("the workflow pods' list"), true, nil
+	}
+	if pods := s.sw.workflowPods(s.rn); len(pods) > 0 {
+		c := s.gh.cached(s.rn.runnerID())
+		n, err := s.veto(ctx, signalWorkflowPod, c.found && !c.Busy, "its workflow pod exists", "workflowPod", pods[0].Name)
+		return n, true, err
+	}
+	return next{}, false, nil
 }
 
 // workflowPodNow (checkNow): a workflow pod of the runner exists, read now.
