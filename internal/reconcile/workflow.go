@@ -151,8 +151,7 @@ func runnersOwn(obj metav1.ObjectMeta) bool {
 }
 
 // finishWorkflowObjects deletes the hook namespace's leftovers of the pool's
-// runners (see the top of this file), and records the pending workflow pods'
-// reasons for the pool status.
+// runners (see the top of this file).
 func (r *Reconciler) finishWorkflowObjects(ctx context.Context, s *sweep) error {
 	if s.p.Kubernetes.HookNamespace() == "" {
 		return nil
@@ -164,7 +163,6 @@ func (r *Reconciler) finishWorkflowObjects(ctx context.Context, s *sweep) error 
 	var errs []error
 	for i := range s.hook.pods {
 		pod := &s.hook.pods[i]
-		noteWorkflowPod(s, pod)
 		since, leftover, err := lookup(pod.ObjectMeta)
 		if err != nil || !leftover || s.now.Sub(since) < r.opts.WorkflowPodGrace || pod.DeletionTimestamp != nil {
 			errs = append(errs, err)
@@ -240,34 +238,4 @@ func (r *Reconciler) runnerLookup(ctx context.Context, s *sweep) func(metav1.Obj
 		}
 		return e.Retired, true, nil
 	}
-}
-
-// noteWorkflowPod records, for the pool status, why a workflow pod of the
-// pool's runners waits (not scheduled, an image that cannot be pulled, a
-// quota), by its runner's name.
-func noteWorkflowPod(s *sweep, pod *corev1.Pod) {
-	if pod.Status.Phase != corev1.PodPending || pod.DeletionTimestamp != nil {
-		return
-	}
-	why := pendingReason(pod)
-	if why == "" {
-		return
-	}
-	s.noteStuck(runnername.FromPod(pod.Labels[runnerpod.LabelHookRunnerPod]), "workflow pod "+pod.Name+" pending: "+why)
-}
-
-// pendingReason says why a pending pod waits, from its conditions and its
-// containers' waiting states ("" when nothing says).
-func pendingReason(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return strings.TrimSpace(c.Reason + ": " + c.Message)
-		}
-	}
-	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-			return strings.TrimSpace(w.Reason + ": " + w.Message)
-		}
-	}
-	return ""
 }
