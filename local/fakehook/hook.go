@@ -14,6 +14,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -384,3 +385,17 @@ func copyDir(src, dst string) error {
 }
 
 
+
+// PolicyRules is the gate as RBAC rules: the least a Role of the hook's
+// service account in its namespace can grant (facts sheet §1).
+func PolicyRules(m Mode) []rbacv1.PolicyRule {
+	var rules []rbacv1.PolicyRule
+	for _, p := range RequiredPermissions(m) {
+		res := p.Resource
+		if p.Subresource != "" {
+			res += "/" + p.Subresource
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{p.Group}, Resources: []string{res}, Verbs: p.Verbs})
+	}
+	return rules
+}

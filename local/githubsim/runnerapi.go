@@ -127,7 +127,9 @@ type jobMessage struct {
 	// Container and Services: the job's containers (JobSpec.Container, Services).
 	Container *containerMessage  `json:"container,omitempty"`
 	Services  []containerMessage `json:"services,omitempty"`
-	Token     string             `json:"token"`
+	// KubernetesEndpoint is Options.KubernetesEndpoint (test-side wiring).
+	KubernetesEndpoint string `json:"kubernetes_endpoint,omitempty"`
+	Token              string `json:"token"`
 }
 
 // containerMessage is a job or service container in a jobMessage.
@@ -343,7 +345,9 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 			return
 		case ok:
 			s.emit(job)
-			writeJSON(w, http.StatusOK, jobMessageOf(job, token))
+			msg := jobMessageOf(job, token)
+			msg.KubernetesEndpoint = s.opts.KubernetesEndpoint
+			writeJSON(w, http.StatusOK, msg)
 			return
 		}
 		select {
