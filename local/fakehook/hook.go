@@ -384,8 +384,6 @@ func copyDir(src, dst string) error {
 	})
 }
 
-
-
 // PolicyRules is the gate as RBAC rules: the least a Role of the hook's
 // service account in its namespace can grant (facts sheet §1).
 func PolicyRules(m Mode) []rbacv1.PolicyRule {

@@ -88,7 +88,7 @@ func (h *Hook) containerSpec(c Container, name string, job bool, j Job) corev1.C
 		Env: []corev1.EnvVar{{Name: "GITHUB_ACTIONS", Value: "true"}, {Name: "CI", Value: "true"}}}
 	if job {
 		out.Command, out.Args = []string{"tail"}, []string{"-f", "/dev/null"} // DEFAULT_CONTAINER_ENTRY_POINT(_ARGS)
-		out.WorkingDir = j.containerWorkspace()                             // the runner's container working directory
+		out.WorkingDir = j.containerWorkspace()                               // the runner's container working directory
 	}
 	switch h.cfg.Mode {
 	case Kubernetes: // H@0.7.0 k8s/k8s/utils.ts containerVolumes
