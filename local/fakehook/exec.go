@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,10 @@ func (h *Hook) exec(ctx context.Context, pod string, command []string, in io.Rea
 	if err != nil {
 		return 0, err
 	}
-	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: in, Stdout: out, Stderr: out})
+	// stdout and stderr are copied by two goroutines: one lock keeps their
+	// writes to out whole.
+	w := &lockedWriter{w: out}
+	err = ex.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: in, Stdout: w, Stderr: w})
 	var exit utilexec.CodeExitError
 	if errors.As(err, &exit) {
 		return exit.ExitStatus(), nil
@@ -196,3 +200,15 @@ func sortedLines(s string) string {
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func encodeBase64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -118,8 +118,23 @@ func (e *env) workClaim(t *testing.T) {
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.ClaimName},
 		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &empty,
 			VolumeName: pvName, Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+	created, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatalf("creating the work claim: %v", err)
+	}
+	// The local stack's controller-manager runs no persistentvolume-binder:
+	// bind the two as it would (both statuses Bound), or the kubelet waits.
+	pvNow, err := e.cs.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pvNow.Status.Phase = corev1.VolumeBound
+	if _, err := e.cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, pvNow, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("binding the work volume: %v", err)
+	}
+	created.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pv.Spec.AccessModes, Capacity: pv.Spec.Capacity}
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("binding the work claim: %v", err)
 	}
 }
 

@@ -82,11 +82,7 @@ type job struct {
 	// Container and Services are the job's `container:` and `services:` (nil: none).
 	Container *jobContainer  `json:"container,omitempty"`
 	Services  []jobContainer `json:"services,omitempty"`
-	// KubernetesEndpoint is the simulator's stand-in for kube-proxy (see
-	// githubsim.Options.KubernetesEndpoint): where the container hook reaches
-	// the API server ("": KUBERNETES_SERVICE_HOST/PORT, as in a real cluster).
-	KubernetesEndpoint string `json:"kubernetes_endpoint,omitempty"`
-	Token              string `json:"token"`
+	Token     string         `json:"token"`
 }
 
 // jobContainer is a job or service container of a job.

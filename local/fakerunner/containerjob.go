@@ -57,9 +57,6 @@ func newContainerJob(env Env, root string, j job, log io.Writer) (*containerJob,
 	if err != nil {
 		return nil, fmt.Errorf("loading the in-cluster configuration: %w", err)
 	}
-	if j.KubernetesEndpoint != "" {
-		restCfg.Host = "https://" + j.KubernetesEndpoint
-	}
 	h, err := fakehook.New(cfg, restCfg, log, nil)
 	if err != nil {
 		return nil, err

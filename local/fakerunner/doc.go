@@ -72,10 +72,8 @@
 //     A prepare_job that fails fails the job. A job without a container fails with the
 //     runner's message when ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER is "true", else runs
 //     on the runner as before. The hook's identity is the pod's service account (the
-//     in-cluster token, CA and namespace); where it reaches the API server is the
-//     Service address the kubelet gives the pod, or, on the local stack, which runs
-//     no kube-proxy, the endpoint the simulator hands over with the job
-//     (githubsim.Options.KubernetesEndpoint).
+//     in-cluster configuration: KUBERNETES_SERVICE_HOST/PORT and the mounted token,
+//     CA and namespace), as client-node's loadFromDefault in a pod without a kubeconfig.
 //   - Runner.Worker exits 100 + the job's result (0 succeeded, 2 failed, 3 cancelled), as the
 //     real worker does; it cancels its job when the listener tells it to, when the
 //     listener's pipe closes, or on SIGTERM, and ignores SIGINT.

@@ -127,9 +127,7 @@ type jobMessage struct {
 	// Container and Services: the job's containers (JobSpec.Container, Services).
 	Container *containerMessage  `json:"container,omitempty"`
 	Services  []containerMessage `json:"services,omitempty"`
-	// KubernetesEndpoint is Options.KubernetesEndpoint (test-side wiring).
-	KubernetesEndpoint string `json:"kubernetes_endpoint,omitempty"`
-	Token              string `json:"token"`
+	Token     string             `json:"token"`
 }
 
 // containerMessage is a job or service container in a jobMessage.
@@ -345,9 +343,7 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 			return
 		case ok:
 			s.emit(job)
-			msg := jobMessageOf(job, token)
-			msg.KubernetesEndpoint = s.opts.KubernetesEndpoint
-			writeJSON(w, http.StatusOK, msg)
+			writeJSON(w, http.StatusOK, jobMessageOf(job, token))
 			return
 		}
 		select {

@@ -90,13 +90,6 @@ type Options struct {
 	// RunnerReleases are the actions/runner releases published from the start
 	// (releases.go; SetRunnerReleases changes them).
 	RunnerReleases []RunnerRelease
-	// KubernetesEndpoint ("host:port", "" for none) is where runner pods reach
-	// the local stack's API server. It is handed to the fake runner with each
-	// job, which uses it in place of KUBERNETES_SERVICE_HOST/PORT for its
-	// container hook (local/fakehook): a stand-in for kube-proxy, which the
-	// stack does not run, so the Service ClusterIP the kubelet puts in a pod's
-	// environment leads nowhere. Nothing of GitHub's: test-side wiring only.
-	KubernetesEndpoint string
 }
 
 // Runner is a runner's state in the simulator.
