@@ -36,6 +36,7 @@ commands:
   status [POOL] [--job ID] [-o table|json|yaml]   pools, runners, waiting jobs and why; one pool; one job's trace
   drain --function NAME [--timeout 30m] [--cancel]   stop every runner gracefully, then run 'sam delete'
   import-arc [flags] FILE|DIR|- ...           ARC manifests into a pools file
+  hook-rbac [FILE]                           the RBAC objects of container-mode pools, to apply
   version [-o table|json|yaml]                the build's version
 
 Run 'runnerscaler help COMMAND' (or 'runnerscaler COMMAND -h') for a command's flags.
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, e env) int {
 		err = printVersion(rest, e)
 	case "import-arc":
 		return importARC(ctx, rest, e.stdin, e.stdout, e.stderr, e.getenv)
+	case "hook-rbac":
+		err = hookRBAC(rest, e)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 && name == "help" && slices.Contains(commands, rest[0]) {
 			return run(ctx, []string{rest[0], "-h"}, e) // help COMMAND
@@ -79,7 +82,7 @@ func run(ctx context.Context, args []string, e env) int {
 }
 
 // commands are the CLI's commands.
-var commands = []string{"validate", "status", "drain", "import-arc", "version"}
+var commands = []string{"validate", "status", "drain", "import-arc", "hook-rbac", "version"}
 
 // unknownCommand says that name is no command, and which it was probably meant to be.
 func unknownCommand(name string) string {
@@ -110,6 +113,8 @@ func parseCommandLine(args []string, getenv func(string) string) error {
 		_, err = parseVersion(rest)
 	case "import-arc":
 		_, err = parseImport(rest, getenv, io.Discard)
+	case "hook-rbac":
+		_, err = parseHookRBAC(rest, getenv)
 	case "help", "-h", "-help", "--help":
 	default:
 		err = usagef("%s", unknownCommand(name))

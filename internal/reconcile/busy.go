@@ -35,7 +35,9 @@ import (
 //   - an idle confirmation: GitHub listed the runner idle (and online) on two
 //     reads at least Options.IdleConfirmation apart, unless the link and the
 //     pod's report both show that the runner never took a job; a runner GitHub
-//     lists offline has no session, so GitHub hands it no job, and needs none.
+//     lists offline has no session, so GitHub hands it no job, and needs none;
+//   - in container mode, the runner's workflow pod: while one exists, read
+//     again right before the delete, the runner is busy (workflow.go).
 //
 // When signals disagree, busy wins: any one of them vetoes the stop, and a veto
 // against GitHub's idle answer is logged with both sides and counted
@@ -229,6 +231,9 @@ func (s *stop) checkNow(ctx context.Context) (next, bool, error) {
 	}
 	if reportsJob(pod) {
 		n, err := s.veto(ctx, signalPodReport, true, "the runner container reports a job")
+		return n, false, err
+	}
+	if n, busy, err := s.workflowPodNow(ctx); busy {
 		return n, false, err
 	}
 	jobs, err := s.r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(s.rn.name()))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -70,6 +71,36 @@ type budgetState struct {
 // BudgetName is the name of pool p's PodDisruptionBudget, in p's namespace.
 func BudgetName(p *pool.Pool) string { return p.Name + budgetSuffix }
 
+// WorkflowBudgetName is the name of container-mode pool p's budget of workflow
+// pods, in its hook namespace.
+func WorkflowBudgetName(p *pool.Pool) string { return p.Name + "-workflow-pods" }
+
+// workflowBudget is the budget of container-mode pool p's workflow pods: every
+// pod labelled runnerpod.LabelWorkflowPool with p's name (the hook template's
+// label), which exists only while its job runs. Workflow pods have no
+// controller, which a budget in maxUnavailable needs, so it asks for more
+// available pods than can exist (minAvailable MaxInt32): the disruption
+// controller then never allows a disruption, and the eviction API refuses a
+// running workflow pod, while one not Ready (pending, failed) is evicted at once
+// under AlwaysAllow. The pool's label keeps it apart from the runner budgets
+// that dropRemovedBudgets looks at.
+func (r *Reconciler) workflowBudget(p *pool.Pool) *policyv1.PodDisruptionBudget {
+	annotations := map[string]string{}
+	if r.opts.Deployment != "" {
+		annotations[runnerpod.AnnotationDeployment] = r.opts.Deployment
+	}
+	all := intstr.FromInt32(math.MaxInt32)
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: WorkflowBudgetName(p), Namespace: p.Kubernetes.HookNamespace(),
+			Labels: map[string]string{runnerpod.LabelWorkflowPool: p.Name}, Annotations: annotations},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			Selector:                   &metav1.LabelSelector{MatchLabels: map[string]string{runnerpod.LabelWorkflowPool: p.Name}},
+			MinAvailable:               &all,
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+		},
+	}
+}
+
 // budget is the PodDisruptionBudget of pool p, as this deployment wants it.
 func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 	annotations := map[string]string{}
@@ -95,13 +126,19 @@ func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 // runner left that a budget protects (a live StatefulSet, or an orphaned pod
 // not being deleted), ensured otherwise.
 func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
-	var err error
-	if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, func(rn *runner) bool { return notDeleting(rn.pod) }) {
-		err = r.dropBudget(ctx, s)
-	} else {
-		err = r.ensureBudget(ctx, s)
+	wants := []*policyv1.PodDisruptionBudget{r.budget(s.p)}
+	if s.p.Kubernetes.InContainerMode() {
+		wants = append(wants, r.workflowBudget(s.p))
 	}
-	return errors.Join(err, r.dropRemovedBudgets(ctx, s))
+	var errs []error
+	for _, want := range wants {
+		if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, func(rn *runner) bool { return notDeleting(rn.pod) }) {
+			errs = append(errs, r.dropBudget(ctx, s, want.Namespace, want.Name))
+		} else {
+			errs = append(errs, r.ensureBudget(ctx, s, want))
+		}
+	}
+	return errors.Join(append(errs, r.dropRemovedBudgets(ctx, s))...)
 }
 
 // dropRemovedBudgets deletes, in the pool's namespace, this deployment's
@@ -185,8 +222,7 @@ func (r *Reconciler) remembered(s *sweep, key, spec string) bool {
 // ensureBudget creates the pool's budget, or — when one of its name exists —
 // makes it ours as wanted: the same spec, labels and annotations (an update
 // fenced by the resourceVersion read), unless it is not this deployment's.
-func (r *Reconciler) ensureBudget(ctx context.Context, s *sweep) error {
-	want := r.budget(s.p)
+func (r *Reconciler) ensureBudget(ctx context.Context, s *sweep, want *policyv1.PodDisruptionBudget) error {
 	raw, err := json.Marshal(want)
 	if err != nil {
 		return err
@@ -199,7 +235,7 @@ func (r *Reconciler) ensureBudget(ctx context.Context, s *sweep) error {
 	_, err = api.Create(ctx, want, metav1.CreateOptions{})
 	switch {
 	case err == nil:
-		s.log.Info("busy runners protected from eviction: poddisruptionbudget created", "budget", want.Name)
+		s.log.Info("busy runners (or their workflow pods) protected from eviction: poddisruptionbudget created", "budget", want.Name)
 	case apierrors.IsAlreadyExists(err):
 		if err := r.adoptBudget(ctx, s, want); err != nil {
 			return err
@@ -264,10 +300,9 @@ func withKeys(m, keys map[string]string) map[string]string {
 	return m
 }
 
-// dropBudget deletes the pool's budget if it is ours (UID precondition); a
-// budget of another owner is left, and logged.
-func (r *Reconciler) dropBudget(ctx context.Context, s *sweep) error {
-	ns, name := s.p.Kubernetes.Namespace, BudgetName(s.p)
+// dropBudget deletes the pool's budget ns/name if it is ours (UID
+// precondition); a budget of another owner is left, and logged.
+func (r *Reconciler) dropBudget(ctx context.Context, s *sweep, ns, name string) error {
 	key := ns + "/" + name
 	if r.remembered(s, key, "") {
 		return nil

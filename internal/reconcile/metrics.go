@@ -25,6 +25,8 @@ type sweepStats struct {
 	registrations []time.Duration
 	// reruns: what the re-run stage did (rerun.go).
 	reruns rerunCounts
+	// workflowPodsRemoved counts the leftover workflow pods deleted (workflow.go).
+	workflowPodsRemoved int
 }
 
 // emit logs one line per pool sweep and writes its CloudWatch Embedded Metric
@@ -68,12 +70,13 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "Extended", Unit: emf.Count, Value: float64(s.st.Extended)},
 		{Name: "PendingWithReason", Unit: emf.Count, Value: float64(len(s.stuck))},
 	}
-	for _, signal := range []string{signalGitHub, signalPodReport, signalJobLink, signalIdleWindow} {
+	for _, signal := range []string{signalGitHub, signalPodReport, signalJobLink, signalIdleWindow, signalWorkflowPod} {
 		ms = append(ms, emf.Metric{Name: "RemovalsVetoedBy" + signal, Unit: emf.Count, Value: float64(s.stats.vetoed[signal])})
 	}
 	ms = append(ms, emf.Metric{Name: "BusySignalDisagreements", Unit: emf.Count, Value: float64(s.stats.disagreements)},
 		emf.Metric{Name: "RemovalsForbidden", Unit: emf.Count, Value: float64(s.stats.forbidden)},
 		emf.Metric{Name: "ForeignObjects", Unit: emf.Count, Value: float64(len(s.foreign))},
+		emf.Metric{Name: "WorkflowPodsRemoved", Unit: emf.Count, Value: float64(s.stats.workflowPodsRemoved)},
 		emf.Metric{Name: "GitHubListsDeferred", Unit: emf.None, Value: flag(s.gh.deferral() != "")})
 	if len(s.stats.windows) > 0 {
 		values := make([]float64, len(s.stats.windows))

@@ -114,6 +114,7 @@ func (r *Reconciler) observe(ctx context.Context, s *sweep) error {
 	)
 	wg.Go(func() { pods, podsErr = r.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel}) })
 	wg.Go(func() { live, liveErr = r.opts.Roster.Live(ctx, p.Name) })
+	wg.Go(func() { r.listHookObjects(ctx, s) })
 	stss, err := r.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	wg.Wait()
 	switch {

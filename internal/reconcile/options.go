@@ -26,6 +26,7 @@ func (o *Options) Validate() error {
 	}{
 		{"RegistrationTimeout", o.RegistrationTimeout}, {"RecreationDelay", o.RecreationDelay},
 		{"CleanupInterval", o.CleanupInterval}, {"OrphanGrace", o.OrphanGrace}, {"IdleConfirmation", o.IdleConfirmation},
+		{"WorkflowPodGrace", o.WorkflowPodGrace},
 		{"RunnerListMaxAge", o.RunnerListMaxAge},
 	} {
 		if f.d < 0 {
@@ -64,5 +65,8 @@ func (o *Options) defaults() {
 	}
 	if o.OrphanGrace == 0 {
 		o.OrphanGrace = time.Minute
+	}
+	if o.WorkflowPodGrace == 0 {
+		o.WorkflowPodGrace = DefaultWorkflowPodGrace
 	}
 }

@@ -75,6 +75,10 @@ type Options struct {
 	// OrphanGrace: an ownerless Secret this old is a leftover, not a creation under
 	// way (default 1m).
 	OrphanGrace time.Duration
+	// WorkflowPodGrace: a workflow pod (or the hooks' Secret) whose runner's
+	// pod is gone is deleted once it has been so for this long (default
+	// DefaultWorkflowPodGrace; workflow.go).
+	WorkflowPodGrace time.Duration
 	// Deployment names this deployment on the runners it makes (the table name in
 	// AWS); Removed drains only runners that carry it (removed.go).
 	Deployment string
@@ -225,7 +229,7 @@ func (r *Reconciler) stages(ctx context.Context, s *sweep) error {
 		return errors.Join(errs...)
 	}
 	grown, err := r.grow(ctx, s, want)
-	if done(err) || done(r.finishRetired(ctx, s)) || done(r.finishOrphans(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
+	if done(err) || done(r.finishRetired(ctx, s)) || done(r.finishOrphans(ctx, s)) || done(r.finishWorkflowObjects(ctx, s)) || done(r.cleanup(ctx, s, grown)) || done(r.headroom(ctx, s)) {
 		return errors.Join(errs...)
 	}
 	done(r.guardBudget(ctx, s))
@@ -306,6 +310,9 @@ type sweep struct {
 	named map[string]bool
 	// waiting: other pools' waiting jobs, as read for this sweep (reach.go).
 	waiting waiting
+	// hook: the pods and Secrets the container hooks made in the pool's hook
+	// namespace (container mode; workflow.go).
+	hook hookObjects
 	// stats: what the sweep did, for its metrics and log line alone (metrics.go).
 	stats sweepStats
 }

@@ -63,7 +63,7 @@ const ownedEnvPrefix = "ACTIONS_RUNNER_INPUT_"
 // may not set.
 func OwnedEnv(name string) bool {
 	_, owned := ownedEnv[name]
-	return owned || strings.HasPrefix(name, ownedEnvPrefix)
+	return owned || strings.HasPrefix(name, ownedEnvPrefix) || slices.Contains(hookEnvNames, name)
 }
 
 // ownedByUs finds, in the template as the pool wrote it, what only the
@@ -146,6 +146,10 @@ func ownedRunnerEnv(tmpl corev1.PodTemplateSpec) error {
 		why, owned := ownedEnv[e.Name]
 		if strings.HasPrefix(e.Name, ownedEnvPrefix) {
 			why, owned = "the runner's credentials", true
+		}
+		if slices.Contains(hookEnvNames, e.Name) {
+			why, owned = "the container hooks' setting, from kubernetes.containerMode and the pool's fields "+
+				"(the sweeper finds and cleans up workflow pods where and as it sets them)", true
 		}
 		if owned {
 			return fmt.Errorf("spec.containers[%d].env[%d].name: %q is the runnerscaler's to set: %s", i, j, e.Name, why)

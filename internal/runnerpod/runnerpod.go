@@ -138,6 +138,9 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	if err := addDocker(p, &tmpl); err != nil {
 		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 	}
+	if err := addContainerMode(p, &tmpl); err != nil {
+		return tmpl, err
+	}
 	if err := stopTiming(&tmpl.Spec); err != nil {
 		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 	}
