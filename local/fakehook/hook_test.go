@@ -102,38 +102,33 @@ func setup(t *testing.T, mode fakehook.Mode, rules []rbacv1.PolicyRule) *env {
 func (e *env) workClaim(t *testing.T) {
 	ctx := t.Context()
 	pvName := e.ns + "-work"
-	hostPath := corev1.HostPathDirectory
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: "",
-			ClaimRef:               &corev1.ObjectReference{Namespace: e.ns, Name: e.cfg.ClaimName},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: e.cfg.WorkDir, Type: &hostPath}}}}
-	if _, err := e.cs.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating the work volume: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = e.cs.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
-	})
+	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
 	empty := ""
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.ClaimName},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &empty,
-			VolumeName: pvName, Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	created, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, pvc, metav1.CreateOptions{})
+	claim, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: e.cfg.ClaimName},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: rwo, StorageClassName: &empty, VolumeName: pvName,
+			Resources: corev1.VolumeResourceRequirements{Requests: size}}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating the work claim: %v", err)
 	}
+	hostPath := corev1.HostPathDirectory
+	pv, err := e.cs.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{Capacity: size, AccessModes: rwo, StorageClassName: "",
+			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: e.ns, Name: claim.Name, UID: claim.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: e.cfg.WorkDir, Type: &hostPath}}}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the work volume: %v", err)
+	}
+	t.Cleanup(func() { _ = e.cs.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{}) })
 	// The local stack's controller-manager runs no persistentvolume-binder:
 	// bind the two as it would (both statuses Bound), or the kubelet waits.
-	pvNow, err := e.cs.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pvNow.Status.Phase = corev1.VolumeBound
-	if _, err := e.cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, pvNow, metav1.UpdateOptions{}); err != nil {
+	pv.Status.Phase = corev1.VolumeBound
+	if _, err := e.cs.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("binding the work volume: %v", err)
 	}
-	created.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: pv.Spec.AccessModes, Capacity: pv.Spec.Capacity}
-	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+	claim.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound, AccessModes: rwo, Capacity: size}
+	if _, err := e.cs.CoreV1().PersistentVolumeClaims(e.ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("binding the work claim: %v", err)
 	}
 }
