@@ -120,7 +120,9 @@ func (e *env) workClaim(t *testing.T) {
 	if err != nil {
 		t.Fatalf("creating the work volume: %v", err)
 	}
-	t.Cleanup(func() { _ = e.cs.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.cs.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
 	// The local stack's controller-manager runs no persistentvolume-binder:
 	// bind the two as it would (both statuses Bound), or the kubelet waits.
 	pv.Status.Phase = corev1.VolumeBound

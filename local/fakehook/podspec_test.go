@@ -82,4 +82,3 @@ func TestNames(t *testing.T) {
 		t.Error("ContainerName of an image with no name: no error")
 	}
 }
-
