@@ -2,11 +2,14 @@ package testenv
 
 import (
 	"context"
+	"net/url"
+	"os"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -48,4 +51,71 @@ func ServiceAccountRESTConfig(t testing.TB, ns, sa string) *rest.Config {
 	cfg := rest.AnonymousClientConfig(admin)
 	cfg.BearerToken = tok.Status.Token
 	return cfg
+}
+
+// InClusterAccess is what a pod needs on the local stack to reach the API
+// server with its in-cluster configuration, as kube-proxy, the ServiceAccount
+// admission plugin and the root-CA publisher give it in a cluster — the stack
+// runs none of them:
+//   - Host and Port: the API server's address, which the pod (host network)
+//     reaches directly; KUBERNETES_SERVICE_HOST/PORT set to them in the pod's
+//     container override the Service ClusterIP the kubelet puts there, which
+//     nothing routes here (and which the API server's certificate does not name).
+//   - the ConfigMap kube-root-ca.crt in the namespace, with the stack's CA, for
+//     the projected service-account volume (Volume, VolumeMount).
+type InClusterAccess struct {
+	Host, Port string
+}
+
+// ServiceAccountDir is where a pod's in-cluster credentials are mounted.
+const ServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// PrepareInClusterAccess publishes the stack's CA as kube-root-ca.crt in each
+// namespace and returns the API server's address.
+func PrepareInClusterAccess(t testing.TB, cs kubernetes.Interface, namespaces ...string) InClusterAccess {
+	t.Helper()
+	admin := RESTConfig(t)
+	ca := admin.CAData
+	if len(ca) == 0 && admin.CAFile != "" {
+		raw, err := os.ReadFile(admin.CAFile)
+		if err != nil {
+			t.Fatalf("testenv: reading the stack's CA: %v", err)
+		}
+		ca = raw
+	}
+	for _, ns := range namespaces {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"}, Data: map[string]string{"ca.crt": string(ca)}}
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(context.Background(), cm, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("testenv: publishing kube-root-ca.crt in %s: %v", ns, err)
+		}
+	}
+	u, err := url.Parse(admin.Host)
+	if err != nil {
+		t.Fatalf("testenv: the API server's address %q: %v", admin.Host, err)
+	}
+	return InClusterAccess{Host: u.Hostname(), Port: u.Port()}
+}
+
+// Env is the container environment pointing the in-cluster configuration at the API server.
+func (a InClusterAccess) Env() []corev1.EnvVar {
+	return []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: a.Host}, {Name: "KUBERNETES_SERVICE_PORT", Value: a.Port}}
+}
+
+// Volume is the projected service-account volume the ServiceAccount admission
+// plugin adds to a pod (kube-api-access-<random> there): a bound token, the
+// CA, the namespace.
+func (a InClusterAccess) Volume(name string) corev1.Volume {
+	expiry := int64(3607)
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+		{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &expiry}},
+		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
+		{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
+	}}}}
+}
+
+// VolumeMount mounts Volume(name) where client libraries look for it.
+func (a InClusterAccess) VolumeMount(name string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: ServiceAccountDir, ReadOnly: true}
 }
