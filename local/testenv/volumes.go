@@ -110,7 +110,8 @@ func ensureEphemeralClaim(ctx context.Context, cs kubernetes.Interface, pod *cor
 	spec := *tmpl.Spec.DeepCopy()
 	spec.VolumeName = pvName
 	claim, err := claims.Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tmpl.Labels, Annotations: tmpl.Annotations,
+		// bind-completed: the scheduler takes a claim for bound only with it.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: tmpl.Labels, Annotations: merged(tmpl.Annotations, "pv.kubernetes.io/bind-completed", "yes"),
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: &yes, BlockOwnerDeletion: &yes}}},
 		Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
@@ -152,4 +153,15 @@ func ensureEphemeralClaim(ctx context.Context, cs kubernetes.Interface, pod *cor
 		return fmt.Errorf("binding claim %s: %w", name, err)
 	}
 	return nil
+}
+
+// merged is m with k=v (a new map).
+func merged(m map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for mk, mv := range m {
+		if mk != k {
+			out[mk] = mv
+		}
+	}
+	return out
 }
