@@ -1,7 +1,8 @@
 // Package headroom builds a pool's placeholder pods: one StatefulSet per pool
 // whose pods do nothing (a pause image) but ask for what a runner pod asks for —
 // the requests and limits of its containers and sidecars (the docker sidecar
-// included), on the nodes it may run on (its nodeSelector, affinity,
+// included) and, in container mode, of the workflow pod its job makes, as far
+// as the pool's hookTemplate sizes it (workflowPlaceholders), on the nodes it may run on (its nodeSelector, affinity,
 // tolerations, scheduler, runtime class and host network). They run at a
 // PriorityClass below every runner's and never preempt anything, so a new
 // runner pod that finds no room preempts one and starts on a node that is
@@ -17,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +79,7 @@ func StatefulSet(p *pool.Pool, runner corev1.PodTemplateSpec, replicas int, depl
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec:       podSpec(runner.Spec, p.Headroom.HeadroomImage()),
 	}
+	tmpl.Spec.Containers = append(tmpl.Spec.Containers, workflowPlaceholders(p, p.Headroom.HeadroomImage())...)
 	stsAnnotations := map[string]string{AnnotationHash: hash(tmpl)}
 	if deployment != "" {
 		stsAnnotations[runnerpod.AnnotationDeployment] = deployment
@@ -145,6 +148,31 @@ func placeholder(c corev1.Container, image string) corev1.Container {
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
+}
+
+// workflowPlaceholders (container mode) are a placeholder container for each
+// container of the pool's hookTemplate that asks for resources (`$job`, a
+// `$<service>`, or one the hooks add to every workflow pod), named
+// workflow-<name>: a placeholder then keeps room for the runner and the
+// workflow pod of its job, which kubernetes mode runs on the runner's node. A
+// pool whose hookTemplate says nothing of their size reserves none.
+func workflowPlaceholders(p *pool.Pool, image string) []corev1.Container {
+	if !p.Kubernetes.InContainerMode() {
+		return nil
+	}
+	tmpl, err := runnerpod.HookTemplate(p) // checked when the sweeper starts (runnerpod.ValidatePool)
+	if err != nil {
+		return nil
+	}
+	var out []corev1.Container
+	for _, c := range tmpl.Spec.Containers {
+		if len(c.Resources.Requests) == 0 && len(c.Resources.Limits) == 0 {
+			continue
+		}
+		c.Name = "workflow-" + strings.TrimPrefix(c.Name, "$")
+		out = append(out, placeholder(c, image))
+	}
+	return out
 }
 
 // hash identifies a placeholder pod template.

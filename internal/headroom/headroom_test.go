@@ -156,3 +156,58 @@ func TestPriorityClassManifest(t *testing.T) {
 		t.Fatalf("infra/priorityclass.yaml is\n%+v\nwant\n%+v", got, want)
 	}
 }
+
+// TestPlaceholderKeepsRoomForTheWorkflowPod: in container mode, a placeholder
+// also asks for what the hookTemplate says the workflow pod's containers ask
+// for (`$job` and an added container), and nothing for a container it does not
+// size; outside container mode, nothing of the kind.
+func TestPlaceholderKeepsRoomForTheWorkflowPod(t *testing.T) {
+	t.Parallel()
+	cfg, err := pool.Parse([]byte(`
+pools:
+  - name: cm
+    organization: org
+    maxReplicas: 4
+    headroom: {replicas: 1}
+    kubernetes:
+      namespace: ns
+      image: runner:1
+      serviceAccountName: cm-hooks
+      containerMode: kubernetes
+      workVolumeClaim: {resources: {requests: {storage: 1Gi}}}
+      hookTemplate:
+        spec:
+          containers:
+            - {name: $job, resources: {requests: {cpu: "3", memory: 6Gi}}}
+            - {name: $redis}
+            - {name: logs, image: logs:1, resources: {requests: {cpu: 200m}}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cfg.Pool("cm")
+	runner, err := runnerpod.Template(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]corev1.ResourceList{}
+	for _, c := range headroom.StatefulSet(p, runner, 1, "").Spec.Template.Spec.Containers {
+		got[c.Name] = c.Resources.Requests
+	}
+	if _, ok := got["runner"]; len(got) != 3 || !ok {
+		t.Fatalf("placeholder containers %v, want runner, workflow-job and workflow-logs", got)
+	}
+	if job := got["workflow-job"]; !job.Cpu().Equal(resource.MustParse("3")) || !job.Memory().Equal(resource.MustParse("6Gi")) {
+		t.Errorf("workflow-job asks for %v, want the $job container's 3 CPU, 6Gi", got["workflow-job"])
+	}
+	if logs := got["workflow-logs"]; !logs.Cpu().Equal(resource.MustParse("200m")) {
+		t.Errorf("workflow-logs asks for %v, want 200m", got["workflow-logs"])
+	}
+	plain := *p
+	plain.Kubernetes.ContainerMode = ""
+	for _, c := range headroom.StatefulSet(&plain, runner, 1, "").Spec.Template.Spec.Containers {
+		if c.Name != "runner" {
+			t.Errorf("outside container mode the placeholder has %s", c.Name)
+		}
+	}
+}

@@ -77,6 +77,9 @@ func (s *stop) confirmIdle(ctx context.Context) (next, error) {
 		c := s.gh.cached(s.rn.runnerID())
 		return s.veto(ctx, signalPodReport, c.found && !c.Busy, "the runner container reports a job")
 	}
+	if n, busy, err := s.workflowBusy(ctx); busy {
+		return n, err
+	}
 	l, err := s.gh.byID(ctx, s.p.Scope(), s.rn.runnerID())
 	switch {
 	case err != nil:

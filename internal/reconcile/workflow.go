@@ -26,8 +26,9 @@ import (
 //
 //   - a busy signal (signalWorkflowPod): while a pod labelled with a runner's
 //     pod name exists, not older than the runner's current pod, the runner is
-//     not stopped: a read of the hook namespace right before the runner pod's
-//     delete (checkNow) vetoes it. This only ever holds a runner: a forged pod keeps an idle
+//     not stopped, nor its labels withdrawn: the sweep's listing vetoes the
+//     stop (confirmIdle), and a read of the hook namespace right before the
+//     runner pod's delete (checkNow) too. This only ever holds a runner: a forged pod keeps an idle
 //     runner until the pod is deleted, no longer than its creator could by
 //     running a job;
 //   - a leftover (finishWorkflowObjects): a pod or Secret labelled with the pod
@@ -87,6 +88,36 @@ func current(obj metav1.ObjectMeta, runnerPod *corev1.Pod) bool {
 	return runnerPod == nil || !obj.CreationTimestamp.Before(&runnerPod.CreationTimestamp)
 }
 
+// workflowPods are the pods of the hook namespace that name rn's pod and may
+// be its current pod's work.
+func (s *sweep) workflowPods(rn *runner) []corev1.Pod {
+	var out []corev1.Pod
+	for _, pod := range s.hook.pods {
+		if pod.Labels[runnerpod.LabelHookRunnerPod] == runnerpod.PodName(rn.name()) && current(pod.ObjectMeta, rn.pod) && !runnersOwn(pod.ObjectMeta) {
+			out = append(out, pod)
+		}
+	}
+	return out
+}
+
+// workflowBusy (confirmIdle): the sweep's listing shows a workflow pod of the
+// runner, or could not be read (then the stop waits).
+func (s *stop) workflowBusy(ctx context.Context) (next, bool, error) {
+	if s.p.Kubernetes.HookNamespace() == "" {
+		return next{}, false, nil
+	}
+	if s.sw.hook.err != nil {
+		s.log.Warn("cannot list the workflow pods; retrying next sweep", "error", s.sw.hook.err)
+		return waitFor("the workflow pods' list"), true, nil
+	}
+	if pods := s.sw.workflowPods(s.rn); len(pods) > 0 {
+		c := s.gh.cached(s.rn.runnerID())
+		n, err := s.veto(ctx, signalWorkflowPod, c.found && !c.Busy, "its workflow pod exists", "workflowPod", pods[0].Name)
+		return n, true, err
+	}
+	return next{}, false, nil
+}
+
 // workflowPodNow (checkNow): a workflow pod of the runner exists, read now.
 func (s *stop) workflowPodNow(ctx context.Context) (next, bool, error) {
 	ns := s.p.Kubernetes.HookNamespace()
@@ -120,8 +151,7 @@ func runnersOwn(obj metav1.ObjectMeta) bool {
 }
 
 // finishWorkflowObjects deletes the hook namespace's leftovers of the pool's
-// runners (see the top of this file), and records the pending workflow pods'
-// reasons for the pool status.
+// runners (see the top of this file).
 func (r *Reconciler) finishWorkflowObjects(ctx context.Context, s *sweep) error {
 	if s.p.Kubernetes.HookNamespace() == "" {
 		return nil
@@ -133,7 +163,6 @@ func (r *Reconciler) finishWorkflowObjects(ctx context.Context, s *sweep) error 
 	var errs []error
 	for i := range s.hook.pods {
 		pod := &s.hook.pods[i]
-		noteWorkflowPod(s, pod)
 		since, leftover, err := lookup(pod.ObjectMeta)
 		if err != nil || !leftover || s.now.Sub(since) < r.opts.WorkflowPodGrace || pod.DeletionTimestamp != nil {
 			errs = append(errs, err)
@@ -209,34 +238,4 @@ func (r *Reconciler) runnerLookup(ctx context.Context, s *sweep) func(metav1.Obj
 		}
 		return e.Retired, true, nil
 	}
-}
-
-// noteWorkflowPod records, for the pool status, why a workflow pod of the
-// pool's runners waits (not scheduled, an image that cannot be pulled, a
-// quota), by its runner's name.
-func noteWorkflowPod(s *sweep, pod *corev1.Pod) {
-	if pod.Status.Phase != corev1.PodPending || pod.DeletionTimestamp != nil {
-		return
-	}
-	why := pendingReason(pod)
-	if why == "" {
-		return
-	}
-	s.noteStuck(runnername.FromPod(pod.Labels[runnerpod.LabelHookRunnerPod]), "workflow pod "+pod.Name+" pending: "+why)
-}
-
-// pendingReason says why a pending pod waits, from its conditions and its
-// containers' waiting states ("" when nothing says).
-func pendingReason(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			return strings.TrimSpace(c.Reason + ": " + c.Message)
-		}
-	}
-	for _, cs := range append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
-			return strings.TrimSpace(w.Reason + ": " + w.Message)
-		}
-	}
-	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 
@@ -110,7 +111,27 @@ func HookTemplate(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	if err := decodeStrict(&p.Kubernetes.HookTemplate, &tmpl); err != nil {
 		return tmpl, fmt.Errorf("pool %s: kubernetes.hookTemplate: %w", p.Name, err)
 	}
+	if err := ownedWorkflowMetadata(tmpl); err != nil {
+		return tmpl, fmt.Errorf("pool %s: kubernetes.hookTemplate: %w", p.Name, err)
+	}
 	return tmpl, nil
+}
+
+// ownedWorkflowMetadata refuses, in a hookTemplate, the keys the runnerscaler
+// sets on workflow pods (WorkflowTemplate) or keeps for its own objects.
+func ownedWorkflowMetadata(tmpl corev1.PodTemplateSpec) error {
+	for _, m := range []struct {
+		field string
+		keys  map[string]string
+	}{{"metadata.labels", tmpl.Labels}, {"metadata.annotations", tmpl.Annotations}} {
+		for _, k := range slices.Sorted(maps.Keys(m.keys)) {
+			if reservedKey(k) || slices.Contains(disruptionAnnotations, k) {
+				return fmt.Errorf("%s[%q]: the runnerscaler's: it sets %s and the do-not-disrupt annotations on every workflow pod "+
+					"(the workflow pods' disruption budget selects by it; a workflow pod runs only while its job does)", m.field, k, LabelWorkflowPool)
+			}
+		}
+	}
+	return nil
 }
 
 // WorkflowTemplate is the template the hooks extend the pool's workflow pods
@@ -124,7 +145,7 @@ func WorkflowTemplate(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 		return tmpl, err
 	}
 	tmpl.Labels = merge(tmpl.Labels, map[string]string{LabelWorkflowPool: p.Name})
-	tmpl.Annotations = merge(map[string]string{AnnotationDoNotDisrupt: "true", AnnotationSafeToEvict: "false"}, tmpl.Annotations)
+	tmpl.Annotations = merge(tmpl.Annotations, map[string]string{AnnotationDoNotDisrupt: "true", AnnotationSafeToEvict: "false"})
 	if tmpl.Spec.AutomountServiceAccountToken == nil && tmpl.Spec.ServiceAccountName == "" {
 		tmpl.Spec.AutomountServiceAccountToken = ptr.To(false)
 	}

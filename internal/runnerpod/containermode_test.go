@@ -192,6 +192,10 @@ func TestContainerModeRefusesWhatWouldBreakTheHooks(t *testing.T) {
 		"claim without size":      {"      workVolumeClaim: {storageClassName: gp3}\n", "workVolumeClaim.resources.requests.storage: required"},
 		"claim with a typo":       {"      workVolumeClaim: {storageClass: gp3, resources: {requests: {storage: 1Gi}}}\n", `unknown field "storageClass"`},
 		"hook template with typo": {claim + "      hookTemplate: {spec: {nodeSelectr: {a: b}}}\n", "kubernetes.hookTemplate"},
+		"hook template with our label": {claim + "      hookTemplate: {metadata: {labels: {runnerscaler.dev/workflow-pool: other}}}\n",
+			`kubernetes.hookTemplate: metadata.labels["runnerscaler.dev/workflow-pool"]: the runnerscaler's`},
+		"hook template evictable": {claim + "      hookTemplate: {metadata: {annotations: {cluster-autoscaler.kubernetes.io/safe-to-evict: \"true\"}}}\n",
+			`metadata.annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"]: the runnerscaler's`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

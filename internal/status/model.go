@@ -112,6 +112,10 @@ type Runner struct {
 	Created time.Time `json:"created"`
 	// Reason says why a runner that is not running is held up ("" when nothing is known).
 	Reason string `json:"reason,omitempty"`
+	// WorkflowPod (container mode) is the runner's workflow pod, its phase and,
+	// while it is pending, why: "p-abcde-0-workflow Pending (Unschedulable: …)"
+	// ("" when it has none).
+	WorkflowPod string `json:"workflowPod,omitempty"`
 }
 
 // Pool is one pool's part of a Report.

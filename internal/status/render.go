@@ -252,7 +252,7 @@ func RenderPool(w io.Writer, at time.Time, p Pool) error {
 	var runners, queued, progress, errs [][]string
 	for _, rn := range p.Runners {
 		runners = append(runners, []string{rn.Name, rn.Phase, idCell(rn.GitHubID), yes(rn.Busy), idCell(rn.Job),
-			ago(at, rn.Created), oneLine(rn.Reason)})
+			ago(at, rn.Created), oneLine(runnerNote(rn))})
 	}
 	for _, j := range p.Queued {
 		queued = append(queued, []string{i64(j.ID), j.Repository, secs(j.AgeSeconds), oneLine(j.Waiting)})
@@ -412,3 +412,15 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func itoa(n int) string  { return strconv.Itoa(n) }
 func i64(n int64) string { return strconv.FormatInt(n, 10) }
+
+// runnerNote is a runner's last column: why it is held up, and its workflow
+// pod (container mode).
+func runnerNote(rn Runner) string {
+	switch {
+	case rn.WorkflowPod == "":
+		return rn.Reason
+	case rn.Reason == "":
+		return "workflow pod " + rn.WorkflowPod
+	}
+	return rn.Reason + "; workflow pod " + rn.WorkflowPod
+}

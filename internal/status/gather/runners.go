@@ -38,6 +38,10 @@ func (g *Gatherer) runners(ctx context.Context, p *pool.Pool, stuck map[string]s
 			byOwner[string(ref.UID)] = &pods.Items[i]
 		}
 	}
+	workflow, err := g.workflowPods(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]status.Runner, 0, len(stss.Items))
 	for i := range stss.Items {
 		sts := &stss.Items[i]
@@ -51,6 +55,7 @@ func (g *Gatherer) runners(ctx context.Context, p *pool.Pool, stuck map[string]s
 				rn.Reason = g.controllerWarning(ctx, sts)
 			}
 		}
+		rn.WorkflowPod = workflow[rn.Name]
 		out = append(out, rn)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
@@ -108,6 +113,46 @@ func podReason(pod *corev1.Pod, cs *corev1.ContainerStatus) string {
 	default:
 		return join(w.Reason, w.Message)
 	}
+}
+
+// workflowPods describes the workflow pods of a container-mode pool's hook
+// namespace, by the runner pod name their hooks' label gives.
+func (g *Gatherer) workflowPods(ctx context.Context, p *pool.Pool) (map[string]string, error) {
+	ns := p.Kubernetes.HookNamespace()
+	if ns == "" {
+		return nil, nil
+	}
+	list, err := g.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: runnerpod.LabelHookRunnerPod})
+	if err != nil {
+		return nil, fmt.Errorf("listing workflow pods of pool %s in namespace %s: %w", p.Name, ns, err)
+	}
+	out := map[string]string{}
+	for i := range list.Items {
+		pod := &list.Items[i]
+		d := pod.Name + " " + string(pod.Status.Phase)
+		if pod.DeletionTimestamp != nil {
+			d = pod.Name + " Terminating"
+		}
+		if why := podReason(pod, firstWaiting(pod)); pod.Status.Phase == corev1.PodPending && why != "" {
+			d += " (" + why + ")"
+		}
+		out[pod.Labels[runnerpod.LabelHookRunnerPod]] = d
+	}
+	return out, nil
+}
+
+// firstWaiting is the first of the pod's containers that waits (an image that
+// cannot be pulled), else its first container's status; nil without any.
+func firstWaiting(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].State.Waiting != nil && pod.Status.ContainerStatuses[i].State.Waiting.Reason != "ContainerCreating" {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	if len(pod.Status.ContainerStatuses) > 0 {
+		return &pod.Status.ContainerStatuses[0]
+	}
+	return nil
 }
 
 // controllerWarning is the newest warning event of the runner's StatefulSet
