@@ -12,10 +12,16 @@ import (
 // ephemeral, and the deployment that made it, so that a sweeper can still
 // unregister and delete it after its pool was removed from the pools file
 // (pool.Removed) — and only if it is its own.
+//
+// A container-mode pool's runners also record the mode and the hook namespace
+// (AnnotationContainerMode, AnnotationHookNamespace): the drain of a removed
+// pool still watches, and cleans up, their workflow pods.
 const (
-	AnnotationScope      = "runnerscaler.dev/scope"
-	AnnotationEphemeral  = "runnerscaler.dev/ephemeral"
-	AnnotationDeployment = "runnerscaler.dev/deployment"
+	AnnotationScope         = "runnerscaler.dev/scope"
+	AnnotationEphemeral     = "runnerscaler.dev/ephemeral"
+	AnnotationDeployment    = "runnerscaler.dev/deployment"
+	AnnotationContainerMode = "runnerscaler.dev/container-mode"
+	AnnotationHookNamespace = "runnerscaler.dev/hook-namespace"
 )
 
 // record returns the annotations that record p and the deployment on its runners.
@@ -23,6 +29,10 @@ func record(p *pool.Pool, deployment string) map[string]string {
 	a := map[string]string{AnnotationScope: p.Scope().String(), AnnotationEphemeral: strconv.FormatBool(p.IsEphemeral())}
 	if deployment != "" {
 		a[AnnotationDeployment] = deployment
+	}
+	if k := p.Kubernetes; k.InContainerMode() {
+		a[AnnotationContainerMode] = k.ContainerMode
+		a[AnnotationHookNamespace] = k.HookNamespace()
 	}
 	return a
 }
@@ -44,5 +54,12 @@ func RemovedPool(name, namespace string, annotations map[string]string) (*pool.P
 	if err != nil {
 		ephemeral = true // the default, and the safe side: a finished ephemeral runner is only released by GitHub's answer
 	}
-	return pool.Removed(name, namespace, s, ephemeral), nil
+	p := pool.Removed(name, namespace, s, ephemeral)
+	if mode := annotations[AnnotationContainerMode]; mode == pool.ContainerModeKubernetes || mode == pool.ContainerModeNoVolume {
+		p.Kubernetes.ContainerMode = mode
+		if mode == pool.ContainerModeNoVolume {
+			p.Kubernetes.JobsNamespace = annotations[AnnotationHookNamespace]
+		}
+	}
+	return p, nil
 }
