@@ -79,7 +79,17 @@ type job struct {
 	Labels     []string `json:"labels"`
 	Duration   string   `json:"duration"`
 	Script     string   `json:"script,omitempty"`
-	Token      string   `json:"token"`
+	// Container and Services are the job's `container:` and `services:` (nil: none).
+	Container *jobContainer  `json:"container,omitempty"`
+	Services  []jobContainer `json:"services,omitempty"`
+	Token     string         `json:"token"`
+}
+
+// jobContainer is a job or service container of a job.
+type jobContainer struct {
+	Image    string `json:"image"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // result is what a job's end reports: its conclusion and, for a job with a

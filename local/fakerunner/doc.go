@@ -62,6 +62,18 @@
 //     real listener's polls carry its status, busy while a worker runs, and GitHub hands a
 //     job only to a poll that says idle; the simulator's polls have no status.) A signal is
 //     looked at before every poll.
+//   - With ACTIONS_RUNNER_CONTAINER_HOOKS set (ARC's container modes), a job with a
+//     container runs as actions/runner runs it through the Kubernetes container hook
+//     (local/fakehook, written from actions/runner-container-hooks v0.7.0 and v0.8.1):
+//     "Initialize containers" calls prepare_job, the script is a run: step in the
+//     job container (run_script_step), and the post step "Stop containers", which the
+//     runner registers before prepare_job, calls cleanup_job whatever the job's end —
+//     only while the worker lives, so a killed runner leaves its workflow pod behind.
+//     A prepare_job that fails fails the job. A job without a container fails with the
+//     runner's message when ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER is "true", else runs
+//     on the runner as before. The hook's identity is the pod's service account (the
+//     in-cluster configuration: KUBERNETES_SERVICE_HOST/PORT and the mounted token,
+//     CA and namespace), as client-node's loadFromDefault in a pod without a kubeconfig.
 //   - Runner.Worker exits 100 + the job's result (0 succeeded, 2 failed, 3 cancelled), as the
 //     real worker does; it cancels its job when the listener tells it to, when the
 //     listener's pipe closes, or on SIGTERM, and ignores SIGINT.

@@ -59,7 +59,7 @@ func Main(env Env) int {
 	case runName:
 		return listen(env, root, args)
 	case workerName:
-		return work(env, args)
+		return work(env, root, args)
 	}
 	fmt.Fprintf(env.Stderr, "fakerunner: run me as config.sh, run.sh, bin/%s or bin/%s (got %q)\n", listenerName, workerName, name)
 	return 2

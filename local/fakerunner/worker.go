@@ -174,7 +174,7 @@ func workerEnv(env []string) []string {
 // work is Runner.Worker: run the job the listener sends — its script if it has
 // one (see runScript), then sleep for the rest of its duration — and report its
 // conclusion: success, failure (the script exited non-zero) or cancelled.
-func work(env Env, args []string) int {
+func work(env Env, root string, args []string) int {
 	signal.Ignore(syscall.SIGINT) // a Ctrl-C to the process group is the listener's to handle
 	terms := make(chan os.Signal, 1)
 	signal.Notify(terms, syscall.SIGTERM)
@@ -208,7 +208,7 @@ func work(env Env, args []string) int {
 	go func() { <-terms; stopNow() }()
 	started := time.Now()
 	res, code := result{Conclusion: "success"}, workerSucceeded
-	var out strings.Builder
+	var out cappedBuffer
 	// The job-started hook runs first, as actions/runner's "Set up runner"; a
 	// failing one fails the job, whose steps then do not run.
 	if hookOut, rc, ran := runHook(env.Getenv(hookStarted)); ran && rc != 0 {
@@ -217,11 +217,43 @@ func work(env Env, args []string) int {
 	} else {
 		out.WriteString(hookOut)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { <-stop; cancel() }()
+	var cj *containerJob
+	if code == workerSucceeded {
+		switch viaHook, refusal := usesHook(env, msg.Job); {
+		case refusal != "":
+			out.WriteString("##[error]" + refusal + "\n")
+			res.Conclusion, res.ExitCode, code = "failure", 1, workerFailed
+		case viaHook:
+			// "Initialize containers": the post step that cleans up is
+			// registered first, so it runs whatever prepare_job does.
+			var err error
+			if cj, err = newContainerJob(env, root, msg.Job, &out); err == nil {
+				err = cj.prepare(ctx, root)
+			}
+			if err != nil {
+				out.WriteString("##[error]" + err.Error() + "\n")
+				res.Conclusion, res.ExitCode, code = "failure", 1, workerFailed
+			}
+		}
+	}
 	if code == workerSucceeded && msg.Job.Script != "" {
 		var stopped bool
-		var scriptOut string
-		scriptOut, res.ExitCode, stopped = runScript(msg.Job.Script, stop)
-		out.WriteString(scriptOut)
+		if cj != nil {
+			var err error
+			res.ExitCode, err = cj.run(ctx, msg.Job.Script, &out)
+			stopped = ctx.Err() != nil
+			if err != nil && !stopped {
+				out.WriteString("##[error]" + err.Error() + "\n")
+				res.ExitCode = 1
+			}
+		} else {
+			var scriptOut string
+			scriptOut, res.ExitCode, stopped = runScript(msg.Job.Script, stop)
+			out.WriteString(scriptOut)
+		}
 		switch {
 		case stopped:
 			res.Conclusion, code = "cancelled", workerCancelled
@@ -237,6 +269,13 @@ func work(env Env, args []string) int {
 			res.Conclusion, code = "cancelled", workerCancelled
 		}
 		timer.Stop()
+	}
+	// "Stop containers", the post step of a container job: cleanup_job, while
+	// this process lives (a killed runner leaves the workflow pod behind).
+	if cj != nil {
+		if err := cj.cleanup(); err != nil {
+			out.WriteString("##[error]cleanup_job: " + err.Error() + "\n")
+		}
 	}
 	// The job-completed hook runs last, whatever the job's end (a cancelled job's
 	// too), as actions/runner's "Complete runner"; a failing one fails a job that
@@ -353,6 +392,9 @@ func (b *cappedBuffer) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// WriteString writes s.
+func (b *cappedBuffer) WriteString(s string) { _, _ = b.Write([]byte(s)) }
 
 func (b *cappedBuffer) String() string {
 	b.mu.Lock()

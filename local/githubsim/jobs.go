@@ -41,6 +41,27 @@ type JobSpec struct {
 	// RunID puts the job in an existing workflow run (0: a run of its own), so
 	// that a run can hold several jobs (the re-run rules look at the whole run).
 	RunID int64
+	// Container is the job's `container:` (nil: the job runs on the runner
+	// itself) and Services its `services:`. They reach the runner with the job,
+	// as GitHub's job message carries them to actions/runner; the fake runner
+	// runs a container job through its container hook when the runner has one
+	// (ACTIONS_RUNNER_CONTAINER_HOOKS, see local/fakehook), the Script then
+	// running in the job container.
+	Container *JobContainer
+	Services  []JobContainer
+}
+
+// JobContainer is a job or service container of a workflow job, as the
+// workflow's `container:` / `services.<id>:` give it.
+type JobContainer struct {
+	Image string
+	// Credentials are the registry credentials (`credentials:`), nil for none.
+	Credentials *RegistryCredentials
+}
+
+// RegistryCredentials log in to the registry of a container's image.
+type RegistryCredentials struct {
+	Username, Password string
 }
 
 // JobConclusion is how a completed job ended, as in workflow_job deliveries.

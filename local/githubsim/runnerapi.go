@@ -124,7 +124,39 @@ type jobMessage struct {
 	Labels     []string `json:"labels"`
 	Duration   string   `json:"duration"` // time.Duration.String()
 	Script     string   `json:"script,omitempty"`
-	Token      string   `json:"token"`
+	// Container and Services: the job's containers (JobSpec.Container, Services).
+	Container *containerMessage  `json:"container,omitempty"`
+	Services  []containerMessage `json:"services,omitempty"`
+	Token     string             `json:"token"`
+}
+
+// containerMessage is a job or service container in a jobMessage.
+type containerMessage struct {
+	Image    string `json:"image"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
+}
+
+func toContainerMessage(c JobContainer) containerMessage {
+	m := containerMessage{Image: c.Image}
+	if c.Credentials != nil {
+		m.Username, m.Password = c.Credentials.Username, c.Credentials.Password
+	}
+	return m
+}
+
+// jobMessageOf is the message handing job to a runner with token.
+func jobMessageOf(job Job, token string) jobMessage {
+	m := jobMessage{ID: job.ID, RunID: job.RunID, Repository: job.Repository, Labels: job.Labels,
+		Duration: job.Duration.String(), Script: job.Script, Token: token}
+	if job.Container != nil {
+		c := toContainerMessage(*job.Container)
+		m.Container = &c
+	}
+	for _, svc := range job.Services {
+		m.Services = append(m.Services, toContainerMessage(svc))
+	}
+	return m
 }
 
 func (s *Server) runnerRoutes() {
@@ -311,8 +343,7 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 			return
 		case ok:
 			s.emit(job)
-			writeJSON(w, http.StatusOK, jobMessage{ID: job.ID, RunID: job.RunID, Repository: job.Repository, Labels: job.Labels,
-				Duration: job.Duration.String(), Script: job.Script, Token: token})
+			writeJSON(w, http.StatusOK, jobMessageOf(job, token))
 			return
 		}
 		select {

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/local/fakedocker"
 	"github.com/runnerscaler/runnerscaler/local/ociimage"
@@ -25,6 +27,20 @@ func RunnerImage(ctx context.Context, containerdAddress string, log *slog.Logger
 	img, err := runnerimage.Build(ctx, runnerimage.Options{Log: log})
 	if err != nil {
 		return "", fmt.Errorf("building the runner image: %w", err)
+	}
+	if err := ociimage.Import(ctx, containerdAddress, img.Tarball); err != nil {
+		return "", err
+	}
+	return img.Ref, nil
+}
+
+// JobImage builds the job image (runnerimage.BuildJob: busybox, `tail -f
+// /dev/null`), the image of container jobs and their services on the stack,
+// and imports it into the node's containerd at address. It returns its reference.
+func JobImage(ctx context.Context, containerdAddress string, log *slog.Logger) (string, error) {
+	img, err := runnerimage.BuildJob(ctx, runnerimage.Options{Log: log})
+	if err != nil {
+		return "", fmt.Errorf("building the job image: %w", err)
 	}
 	if err := ociimage.Import(ctx, containerdAddress, img.Tarball); err != nil {
 		return "", err
@@ -94,6 +110,12 @@ type Template struct {
 	// Unschedulable gives the pods a node selector no node matches: they stay
 	// Pending (tests that count StatefulSets only).
 	Unschedulable bool
+	// Env, Volumes and VolumeMounts are added to the runner container and the
+	// pod: what a test's runners need besides the product's own (on the
+	// stack, the in-cluster access of container-mode runners, testenv.InClusterAccess).
+	Env          []corev1.EnvVar
+	Volumes      []corev1.Volume
+	VolumeMounts []corev1.VolumeMount
 }
 
 // RunnerTemplate is Template{Image: image}.Spec().
@@ -113,13 +135,21 @@ func (t Template) Spec() string {
 	if t.MemoryLimit != "" {
 		resources["limits"] = map[string]string{"memory": t.MemoryLimit}
 	}
+	env := []any{map[string]string{"name": "RUNNER_GRACEFUL_STOP_TIMEOUT", "value": fmt.Sprint(GracefulStop)}}
+	for _, e := range t.Env {
+		env = append(env, e)
+	}
+	runner := map[string]any{"name": "runner", "image": t.Image, "imagePullPolicy": pull, "resources": resources, "env": env}
+	if len(t.VolumeMounts) > 0 {
+		runner["volumeMounts"] = t.VolumeMounts
+	}
 	spec := map[string]any{
 		"hostNetwork": true,
 		"dnsPolicy":   "Default",
-		"containers": []any{map[string]any{
-			"name": "runner", "image": t.Image, "imagePullPolicy": pull, "resources": resources,
-			"env": []any{map[string]string{"name": "RUNNER_GRACEFUL_STOP_TIMEOUT", "value": fmt.Sprint(GracefulStop)}},
-		}},
+		"containers":  []any{runner},
+	}
+	if len(t.Volumes) > 0 {
+		spec["volumes"] = t.Volumes
 	}
 	if t.Unschedulable {
 		spec["nodeSelector"] = map[string]string{"runnerscaler.dev/no-such-node": "true"}

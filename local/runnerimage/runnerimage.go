@@ -24,7 +24,7 @@
 //	/tmp                            mode 1777
 //	/home/runner                    RUNNER_HOME, owned by runner: bin/Runner.Listener (the fake
 //	                                runner), bin/Runner.Worker, config.sh and run.sh linking to it,
-//	                                _work
+//	                                _work, externals/ (one file: what the container hooks move or copy)
 //
 // As runner/Dockerfile's, the image names no user: the container starts as root,
 // and the entrypoint drops to runner (see runner/README.md).
@@ -239,6 +239,11 @@ func layout(b binaries, applets []string) ociimage.Layer {
 		{Path: home("config.sh"), Mode: fs.ModeSymlink, Link: "bin/Runner.Listener"},
 		{Path: home("run.sh"), Mode: fs.ModeSymlink, Link: "bin/Runner.Listener"},
 		{Path: home("_work"), Mode: fs.ModeDir | 0o755},
+		// The runner's externals (node and the rest, in actions/runner's image):
+		// hooks v0.8.1's fs-init moves them into the workflow pod, v0.7.0's
+		// prepare_job copies them into the work volume.
+		{Path: home("externals"), Mode: fs.ModeDir | 0o755},
+		{Path: home("externals/README"), Content: []byte("the fake runner's externals (actions/runner ships node here)\n"), Mode: 0o644},
 	} {
 		f.UID, f.GID = UID, GID
 		layer = append(layer, f)

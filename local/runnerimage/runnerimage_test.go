@@ -109,6 +109,8 @@ func TestImageContent(t *testing.T) {
 		"/tmp":                             {typ: tar.TypeDir, mode: 0o1777},
 		"/home/runner":                     {typ: tar.TypeDir, mode: 0o755, uid: 1001, gid: 1001},
 		"/home/runner/_work":               {typ: tar.TypeDir, mode: 0o755, uid: 1001, gid: 1001},
+		"/home/runner/externals":           {typ: tar.TypeDir, mode: 0o755, uid: 1001, gid: 1001},
+		"/home/runner/externals/README":    {typ: tar.TypeReg, mode: 0o644, uid: 1001, gid: 1001},
 		"/home/runner/bin/Runner.Listener": {typ: tar.TypeReg, mode: 0o755, uid: 1001, gid: 1001},
 		"/home/runner/bin/Runner.Worker":   {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "Runner.Listener"},
 		"/home/runner/config.sh":           {typ: tar.TypeSymlink, mode: 0o777, uid: 1001, gid: 1001, link: "bin/Runner.Listener"},
@@ -124,7 +126,7 @@ func TestImageContent(t *testing.T) {
 	want["/usr/bin/pgrep"] = entry{typ: tar.TypeReg, mode: 0o755}
 	want["/usr/bin/setpriv"] = entry{typ: tar.TypeReg, mode: 0o755}
 	want["/usr/bin/docker"] = entry{typ: tar.TypeReg, mode: 0o755} // local/fakedocker's CLI
-	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod", "chown", "base64"} {
+	for _, a := range []string{"sleep", "kill", "hostname", "cat", "rm", "mkdir", "cp", "ls", "id", "chmod", "chown", "base64", "mv"} {
 		want["/bin/"+a] = entry{typ: tar.TypeSymlink, mode: 0o777, link: "busybox"}
 	}
 	for p, w := range want {
@@ -352,4 +354,29 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// The job image: what the container hooks run in a workflow pod's containers
+// (sh, tail, tar, find, stat, cp, mkdir), an entrypoint that keeps a service
+// container running, and no alpine release file.
+func TestJobImageContent(t *testing.T) {
+	img, err := runnerimage.BuildJob(context.Background(), runnerimage.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(img.Ref, runnerimage.JobRepository+":") {
+		t.Errorf("ref %s", img.Ref)
+	}
+	cf, files := readImage(t, img)
+	if !slices.Equal(cf.Config.Entrypoint, []string{"/bin/tail", "-f", "/dev/null"}) {
+		t.Errorf("entrypoint %v, want tail -f /dev/null", cf.Config.Entrypoint)
+	}
+	for _, a := range []string{"sh", "tail", "tar", "find", "stat", "cp", "mkdir", "chmod", "cat", "grep", "sort", "rm", "dirname"} {
+		if f, ok := files["/bin/"+a]; !ok || f.typ != tar.TypeSymlink || f.link != "busybox" {
+			t.Errorf("/bin/%s: %v %+v, want a link to busybox", a, ok, f)
+		}
+	}
+	if rel := string(files["/etc/os-release"].body); !strings.Contains(rel, "ID=debian") {
+		t.Errorf("/etc/os-release %q", rel)
+	}
 }
