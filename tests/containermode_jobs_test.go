@@ -111,6 +111,9 @@ func TestContainerJobsRunInWorkflowPods(t *testing.T) {
 				if len(pods.Items) == 1 {
 					workflow = &pods.Items[0]
 				}
+				if j := w.job(queued.ID); workflow == nil && j.State == githubsim.JobCompleted {
+					t.Fatalf("job %d on %s ended %s (exit %d) with no workflow pod seen, output:\n%s", j.ID, j.RunnerName, j.Conclusion, j.ExitCode, j.Output)
+				}
 				return workflow != nil
 			})
 			runner := workflow.Labels[runnerpod.LabelHookRunnerPod]

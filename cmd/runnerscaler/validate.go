@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,17 +32,26 @@ With --kubeconfig or --context (only then: otherwise it stays offline), it also
 reads each pool's namespace on that cluster and checks the runner pod against
 the Pod Security level the namespace enforces (its
 pod-security.kubernetes.io/enforce label), as admission will: a docker pool in
-a baseline namespace is refused here rather than at its first runner. It needs
-get on namespaces.
+a baseline namespace is refused here rather than at its first runner. For
+container mode pools it also checks that a kubernetes pool's workVolumeClaim
+names a StorageClass the cluster has (or, with none named, that the cluster has
+a default one) and that a kubernetes-novolume pool's jobsNamespace exists. It
+needs get on namespaces and list on storageclasses.
 
-Exit status: 0 the file is valid; 1 it is not (or cannot be read, or the
-cluster cannot be read); 2 bad usage.`
+Warnings (FILE:LINE:COLUMN: warning: MESSAGE) are settings the sweeper accepts
+but that likely break the pool's jobs, such as hookTemplate keys that replace
+what the container hooks need; they do not make the file invalid.
+
+Exit status: 0 the file is valid (with or without warnings); 1 it is not (or
+cannot be read, or the cluster cannot be read); 2 bad usage.`
 
 // validation is validate's report, as -o json and -o yaml print it.
 type validation struct {
 	File     string           `json:"file"`
 	Valid    bool             `json:"valid"`
 	Problems []problemAtPlace `json:"problems"`
+	// Warnings do not make the file invalid (poolcheck.Warnings).
+	Warnings []problemAtPlace `json:"warnings"`
 }
 
 type problemAtPlace struct {
@@ -67,7 +78,7 @@ func parseValidate(args []string, getenv func(string) string) (validateFlags, er
 	var f validateFlags
 	fs := newFlagSet("validate", validateHelp)
 	f.output = fs.Output("table", "json", "yaml")
-	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "also check each pool's namespace's Pod Security level on this cluster (none: offline)")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "also check each pool's namespace's Pod Security level, and container mode pools' storage class and jobs namespace, on this cluster (none: offline)")
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context for the Pod Security check (with no --kubeconfig: KUBECONFIG, then ~/.kube/config)")
 	positional, err := fs.Parse(args)
 	switch {
@@ -106,13 +117,18 @@ func validate(ctx context.Context, args []string, e env) error {
 		if err != nil {
 			return err
 		}
-		problems = poolcheck.PodSecurity(raw, levels)
+		cluster, err := readCluster(ctx, kc, raw)
+		if err != nil {
+			return err
+		}
+		problems = append(poolcheck.PodSecurity(raw, levels), poolcheck.ClusterProblems(raw, cluster)...)
+		slices.SortStableFunc(problems, func(a, b *pool.Problem) int {
+			return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+		})
 	}
-	report := validation{File: f.file, Valid: len(problems) == 0, Problems: []problemAtPlace{}}
-	for _, p := range problems {
-		report.Problems = append(report.Problems, problemAtPlace{Line: p.Line, Column: p.Column, Message: p.Brief()})
-	}
-	if err := f.output.Write(e.stdout, report, func() error { return printProblems(e.stdout, e.stderr, f.file, problems) }); err != nil {
+	warnings := poolcheck.Warnings(raw)
+	report := validation{File: f.file, Valid: len(problems) == 0, Problems: placed(problems), Warnings: placed(warnings)}
+	if err := f.output.Write(e.stdout, report, func() error { return printProblems(e.stdout, e.stderr, f.file, problems, warnings) }); err != nil {
 		return err
 	}
 	if len(problems) > 0 {
@@ -145,11 +161,71 @@ func namespaceLevels(ctx context.Context, kc kubernetes.Interface, raw []byte) (
 	return levels, nil
 }
 
-// printProblems writes each problem as FILE:LINE:COLUMN: MESSAGE on stderr, as
-// compilers do, or that the file is valid on stdout.
-func printProblems(stdout, stderr io.Writer, file string, problems []*pool.Problem) error {
+// placed is the report's form of problems.
+func placed(problems []*pool.Problem) []problemAtPlace {
+	out := []problemAtPlace{}
+	for _, p := range problems {
+		out = append(out, problemAtPlace{Line: p.Line, Column: p.Column, Message: p.Brief()})
+	}
+	return out
+}
+
+// readCluster reads what the container mode checks need (poolcheck.Cluster):
+// the StorageClasses (GET /apis/storage.k8s.io/v1/storageclasses) when a pool
+// is in kubernetes mode, and whether each kubernetes-novolume pool's jobs
+// namespace exists (GET /api/v1/namespaces/{name}).
+func readCluster(ctx context.Context, kc kubernetes.Interface, raw []byte) (poolcheck.Cluster, error) {
+	c := poolcheck.Cluster{StorageClasses: map[string]bool{}, Namespaces: map[string]bool{}}
+	cfg, err := pool.Parse(raw)
+	if err != nil {
+		return c, err
+	}
+	if poolcheck.NeedsStorageClasses(cfg) {
+		classes, err := kc.StorageV1().StorageClasses().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return c, fmt.Errorf("listing StorageClasses for the kubernetes mode pools' work volume claims: %w", err)
+		}
+		for _, sc := range classes.Items {
+			c.StorageClasses[sc.Name] = sc.Annotations[defaultClassAnnotation] == "true" || sc.Annotations[betaDefaultClassAnnotation] == "true"
+		}
+	}
+	for _, name := range poolcheck.JobsNamespaces(cfg) {
+		_, err := kc.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return c, fmt.Errorf("reading jobs namespace %s: %w", name, err)
+		default:
+			c.Namespaces[name] = true
+		}
+	}
+	return c, nil
+}
+
+// The annotations that make a StorageClass the cluster's default (the
+// DefaultStorageClass admission plugin reads both).
+const (
+	defaultClassAnnotation     = "storageclass.kubernetes.io/is-default-class"
+	betaDefaultClassAnnotation = "storageclass.beta.kubernetes.io/is-default-class"
+)
+
+// printProblems writes each problem as FILE:LINE:COLUMN: MESSAGE and each
+// warning as FILE:LINE:COLUMN: warning: MESSAGE on stderr, as compilers do, or
+// that the file is valid (and how many warnings it has) on stdout.
+func printProblems(stdout, stderr io.Writer, file string, problems, warnings []*pool.Problem) error {
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "%s:%d:%d: warning: %s\n", file, max(w.Line, 1), max(w.Column, 1), w.Brief())
+	}
 	if len(problems) == 0 {
-		_, err := fmt.Fprintf(stdout, "%s: valid\n", file)
+		var err error
+		switch len(warnings) {
+		case 0:
+			_, err = fmt.Fprintf(stdout, "%s: valid\n", file)
+		case 1:
+			_, err = fmt.Fprintf(stdout, "%s: valid, 1 warning\n", file)
+		default:
+			_, err = fmt.Fprintf(stdout, "%s: valid, %d warnings\n", file, len(warnings))
+		}
 		return err
 	}
 	for _, p := range problems {

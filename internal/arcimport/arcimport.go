@@ -103,6 +103,7 @@ func Convert(sources []Source, opts Options) (Result, error) {
 	}
 	drafts := c.convert(objs)
 	names(c, drafts)
+	hookAccounts(c, drafts)
 	drafts, err := c.checked(drafts)
 	if err != nil {
 		return Result{}, err

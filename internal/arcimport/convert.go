@@ -26,6 +26,13 @@ type converter struct {
 	opts    Options
 	dropped []Dropped
 	notes   []string
+	// hookEnv holds the container hooks' variables of the object being read
+	// (containermode.go).
+	hookEnv []hookEnvVar
+	// configMaps are the input's ConfigMaps by name, a hook template's source;
+	// used, those that were.
+	configMaps map[string]*object
+	used       map[*object]bool
 }
 
 // drop records that the field at path of o (the whole object when path is "")
@@ -57,9 +64,17 @@ func isARC(o *object) bool {
 // convert pairs autoscalers with their targets and converts each
 // RunnerDeployment and RunnerSet into a draft pool.
 func (c *converter) convert(objs []*object) []*draft {
-	var deployments, autoscalers, scaleSets []*object
+	var deployments, autoscalers, scaleSets, configMaps []*object
+	c.configMaps, c.used = map[string]*object{}, map[*object]bool{}
+	for _, o := range objs {
+		if o.kind == "ConfigMap" && o.apiVersion == "v1" {
+			configMaps = append(configMaps, o)
+			c.configMaps[o.name] = o
+		}
+	}
 	for _, o := range objs {
 		switch {
+		case o.kind == "ConfigMap" && o.apiVersion == "v1": // after the pools: a hook template's source is used
 		case isValues(o):
 			o.kind = kindValues
 			scaleSets = append(scaleSets, o)
@@ -90,6 +105,12 @@ func (c *converter) convert(objs []*object) []*draft {
 	for _, o := range scaleSets {
 		if dr := c.scaleSet(o); dr != nil {
 			drafts = append(drafts, dr)
+		}
+	}
+	for _, o := range configMaps {
+		if !c.used[o] {
+			c.drop(o, "", fmt.Sprintf("%s (apiVersion %q) is not an ARC runner resource (%s or %s), nor a gha-runner-scale-set values file, nor a hook template of one", o.ref(), o.apiVersion, apiVersion, scaleSetAPIVersion),
+				"apply it with kubectl if your runners need it: runnerscaler does not create it")
 		}
 	}
 	return drafts
@@ -176,6 +197,15 @@ type draft struct {
 	scaleSet      bool
 	poolBase      string
 	extra, claims []*yaml.Node
+
+	// container mode (containermode.go)
+	containerMode, containerModePath string
+	workClaim                        *yaml.Node
+	workClaimPath                    string
+	requireJobContainer              *bool
+	hookTemplate                     *yaml.Node
+	hookTemplateFrom                 hookTemplateSource
+	jobsNamespace                    string
 }
 
 // deployment converts a RunnerDeployment or RunnerSet, with its autoscaler h

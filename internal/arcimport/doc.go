@@ -16,6 +16,12 @@
 // the file, the document, the field's path and what to do instead. A key
 // written twice in one mapping is refused (ErrInput), naming both lines.
 //
+// ARC's container modes become a pool's (containermode.go): the mode, the work
+// volume's claim, the hook template when the input holds it, and the hooks'
+// settings; what runnerscaler renders itself (the hooks' variables, the work
+// volume) is left out of the template with a note, and the pool names its
+// hooks' service account and, in kubernetes-novolume, its jobs namespace.
+//
 // Every pool written passes the sweeper's own checks (Check): a pool that would
 // not is left out and listed, so that the file never stops the other pools.
 // Merge adds converted pools to an existing pools file, keeping its bytes.

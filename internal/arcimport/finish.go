@@ -2,6 +2,7 @@ package arcimport
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,11 +16,39 @@ import (
 // image and the termination grace period.
 func (c *converter) finish(d *object, dr *draft) {
 	dr.labels = c.labels(d, dr)
+	c.settleContainerMode(d, dr)
 	c.docker(d, dr)
 	c.registrationToken(d, dr)
 	c.namespace(d, dr)
 	c.runnerImage(d, dr)
 	c.terminationGrace(d, dr)
+	c.danglingMounts(d, dr)
+}
+
+// danglingMounts: a mount of the runner container that names no volume of the
+// template (nor a claim template) makes the API server refuse the pod; ARC's
+// own test values have one. The work volume is runnerscaler's to add.
+func (c *converter) danglingMounts(d *object, dr *draft) {
+	known := []string{workVolumeName}
+	for _, v := range slices.Concat(contentOf(dr.pod.get("volumes")), dr.claims) {
+		known = append(known, scalar(get(v, "name")), scalar(get(get(v, "metadata"), "name")))
+	}
+	var dangling []string
+	for _, m := range contentOf(dr.runner.get("volumeMounts")) {
+		if name := scalar(get(m, "name")); !slices.Contains(known, name) {
+			dangling = append(dangling, name)
+		}
+	}
+	if len(dangling) == 0 {
+		return
+	}
+	dr.runner.without("volumeMounts", dangling...)
+	p := specPath(d, "volumeMounts")
+	if dr.scaleSet {
+		p = scaleSetPath(d, "template.spec.containers")
+	}
+	c.drop(d, p, fmt.Sprintf("the runner container's mounts of %s name no volume of the template: the API server would refuse the pod", strings.Join(dangling, ", ")),
+		"add the volume to the template, or leave the mount out")
 }
 
 // labels drops the labels every runner has (self-hosted, linux, the arch):
@@ -142,9 +171,13 @@ func (dr *draft) workVolume() {
 // noSidecar lists each docker sidecar setting of a pool without a sidecar,
 // with where it goes instead.
 func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
+	noDocker, orDocker := "dockerEnabled is false", ", or set dockerEnabled: true"
+	if dr.containerMode != "" {
+		noDocker, orDocker = "containerMode "+dr.containerMode+" runs no docker", ""
+	}
 	for _, f := range dr.sidecarFields {
 		if !dind {
-			c.drop(d, f.path, "dockerEnabled is false: there is no docker sidecar to carry it", "leave it out, or set dockerEnabled: true")
+			c.drop(d, f.path, noDocker+": there is no docker sidecar to carry it", "leave it out"+orDocker)
 			continue
 		}
 		const why = "dockerd runs in the runner container (dockerdWithinRunnerContainer), started by runnerscaler's entrypoint: there is no docker sidecar"
@@ -167,7 +200,7 @@ func (c *converter) noSidecar(d *object, dr *draft, dind bool) {
 			continue
 		}
 		if !dind {
-			c.drop(d, specPath(d, f.name), "dockerEnabled is false: there is no docker daemon to carry it", "leave it out, or set dockerEnabled: true")
+			c.drop(d, specPath(d, f.name), noDocker+": there is no docker daemon to carry it", "leave it out"+orDocker)
 			continue
 		}
 		c.drop(d, specPath(d, f.name), "runnerscaler's entrypoint starts dockerd in the runner container without flags",

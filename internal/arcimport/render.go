@@ -101,6 +101,21 @@ func (dr *draft) kubernetes() *yaml.Node {
 	if len(dr.claims) > 0 {
 		k.set("volumeClaimTemplates", seq(dr.claims...))
 	}
+	if dr.containerMode != "" {
+		k.set("containerMode", str(dr.containerMode))
+		if dr.jobsNamespace != "" {
+			k.set("jobsNamespace", str(dr.jobsNamespace))
+		}
+		if dr.workClaim != nil {
+			k.set("workVolumeClaim", dr.workClaim)
+		}
+		if dr.requireJobContainer != nil {
+			k.set("requireJobContainer", boolean(*dr.requireJobContainer))
+		}
+		if dr.hookTemplate != nil {
+			k.set("hookTemplate", dr.hookTemplate)
+		}
+	}
 	return k.node()
 }
 

@@ -51,10 +51,7 @@ func (c *converter) runnerConfig(o *object, dr *draft, path string, n *yaml.Node
 			c.drop(o, p, "ARC's work volume settings: runnerscaler's runners have no work volume of their own",
 				fmt.Sprintf("add an emptyDir volume with sizeLimit/medium to kubernetes.template and mount it in the runner container at the work directory (workDir; runnerscaler's image's default is %s)", defaultWorkDir))
 		case "containerMode":
-			if scalar(v) != "" {
-				c.drop(o, p, fmt.Sprintf("containerMode %q (jobs in their own pods through container hooks) is not supported", scalar(v)),
-					"run job containers with docker (dockerEnabled or dockerdWithinRunnerContainer), or keep this pool on ARC")
-			}
+			c.legacyContainerMode(o, dr, p, v)
 		case "githubAPICredentialsFrom":
 			c.drop(o, p, "per-deployment GitHub credentials are not supported: one GitHub App (and a PAT for enterprise pools) serves every pool",
 				"install the deployment's GitHub App on this pool's organization or repository")
@@ -89,8 +86,9 @@ func (c *converter) runnerPod(o *object, dr *draft, path string, n *yaml.Node) {
 		case "ephemeralContainers":
 			c.drop(o, p, "ephemeral containers cannot be part of a pod template", "attach them with kubectl debug when needed")
 		case "workVolumeClaimTemplate":
-			c.drop(o, p, "the work volume of containerMode kubernetes is not supported",
-				"use kubernetes.volumeClaimTemplates and mount the claim in the runner container")
+			if !isNull(v) {
+				dr.workClaim, dr.workClaimPath = clean(v), p
+			}
 		default:
 			if slices.Contains(runnerPodFields, k) {
 				c.podField(o, dr, p, k, v)
@@ -214,13 +212,12 @@ func (c *converter) env(o *object, p string, v *yaml.Node, runner bool) []*yaml.
 	for i, e := range v.Content {
 		ep := fmt.Sprintf("%s[%d]", p, i)
 		name := scalar(get(e, "name"))
-		if runner && runnerpod.OwnedEnv(name) {
-			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
+		if _, hooks := hookEnv[name]; runner && hooks {
+			c.hookEnv = append(c.hookEnv, hookEnvVar{o: o, path: ep, name: name, item: clean(e)}) // settled with the mode
 			continue
 		}
-		if runner && slices.Contains(containerHooksEnv, name) {
-			c.drop(o, ep, fmt.Sprintf("%s is ARC's kubernetes container mode (container hooks), which runnerscaler's runner image does not have", name),
-				"leave it out: jobs with container: or services: need docker (dockerEnabled)")
+		if runner && runnerpod.OwnedEnv(name) {
+			c.drop(o, ep, fmt.Sprintf("%s is set by runnerscaler from the pool (or its image)", name), "leave it out")
 			continue
 		}
 		item := clean(e)
@@ -303,10 +300,6 @@ func (c *converter) intField(o *object, p string, v *yaml.Node) *int {
 	}
 	return &n
 }
-
-// containerHooksEnv are the runner variables of ARC's kubernetes container
-// mode: with them the runner runs a job's containers through container hooks.
-var containerHooksEnv = []string{"ACTIONS_RUNNER_CONTAINER_HOOKS", "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER", "ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE"}
 
 // runnerCommand: runnerscaler's image starts the runner from its entrypoint
 // (the JIT config, the job report, the graceful stop), which a command would

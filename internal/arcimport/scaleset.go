@@ -31,7 +31,7 @@ var (
 	// prints without -o yaml.
 	valuesFields = []string{"githubConfigUrl", "githubConfigSecret", "scaleSetLabels", "proxy", "maxRunners", "minRunners",
 		"runnerGroup", "runnerScaleSetName", "githubServerTLS", "keyVault", "containerMode", "listenerTemplate", "listenerMetrics",
-		"template", "controllerServiceAccount", "namespaceOverride", "annotations", "labels", "resourceMeta", "USER-SUPPLIED VALUES"}
+		"template", "controllerServiceAccount", "namespaceOverride", "annotations", "labels", "resourceMeta", "runner", "USER-SUPPLIED VALUES"}
 	// valuesMarkers are the values whose presence makes a document without a
 	// kind a values file.
 	valuesMarkers = []string{"githubConfigUrl", "githubConfigSecret", "runnerScaleSetName", "scaleSetLabels", "minRunners", "maxRunners", "containerMode"}
@@ -104,7 +104,9 @@ func (c *converter) scaleSet(o *object) *draft {
 		case "maxRunners":
 			dr.max = c.intField(o, p, v)
 		case "containerMode":
-			docker = c.containerMode(o, p, v)
+			docker = c.scaleSetContainerMode(o, dr, p, v)
+		case "runner": // the experimental chart's
+			c.experimentalRunner(o, dr, p, v)
 		case "template":
 			docker = c.scaleSetTemplate(o, dr, p, v) || docker
 		default:
@@ -201,24 +203,6 @@ func parseConfigURL(u string) (scope.Scope, string, error) {
 		return scope.Scope{Repository: parts[0] + "/" + parts[1]}, host, nil
 	}
 	return scope.Scope{}, "", fmt.Errorf("%q names no organization, repository or enterprise", u)
-}
-
-// containerMode reads a values file's containerMode; true for dind.
-func (c *converter) containerMode(o *object, p string, v *yaml.Node) bool {
-	c.unknown(o, p, v, containerModeFields)
-	mode := scalar(get(v, "type"))
-	switch mode {
-	case "", "none", "dind": // dind: said with the docker sidecar (finish.go)
-	default:
-		c.drop(o, p+".type", fmt.Sprintf("containerMode %q runs a job's containers in pods of their own through ARC's container hooks (ACTIONS_RUNNER_CONTAINER_HOOKS), which runnerscaler's runner image does not have", mode),
-			"jobs without container: or services: run as they are; for jobs with them set containerMode dind (runnerscaler's docker sidecar) and import again, or keep this scale set on ARC")
-	}
-	pairs(v, func(k string, _ *yaml.Node) {
-		if strings.HasPrefix(k, "kubernetesMode") {
-			c.drop(o, p+"."+k, "a setting of containerMode kubernetes", "leave it out with the container mode")
-		}
-	})
-	return mode == "dind"
 }
 
 // ARC's rendering of containerMode dind in an AutoscalingRunnerSet's

@@ -89,10 +89,10 @@ func TestScaleSetValues(t *testing.T) {
 				t.Errorf("kubernetes %+v: want no docker, ARC's scale-set default", p.Kubernetes)
 			}
 		}},
-		{"containerMode kubernetes", "githubConfigUrl: https://github.com/acme\ncontainerMode:\n  type: kubernetes\n  kubernetesModeWorkVolumeClaim: {accessModes: [ReadWriteOnce]}",
-			func(t *testing.T, _ *pool.Pool, _ corev1.PodTemplateSpec, res arcimport.Result) {
-				if !listedAt(res, "containerMode.type") || !listedAt(res, "containerMode.kubernetesModeWorkVolumeClaim") {
-					t.Errorf("not carried %v: want the container mode and its claim listed", res.Dropped)
+		{"containerMode kubernetes", "githubConfigUrl: https://github.com/acme\ncontainerMode:\n  type: kubernetes\n  kubernetesModeWorkVolumeClaim: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}",
+			func(t *testing.T, p *pool.Pool, _ corev1.PodTemplateSpec, res arcimport.Result) {
+				if k := p.Kubernetes; k.ContainerMode != pool.ContainerModeKubernetes || k.WorkVolumeClaim.Kind == 0 || k.DockerEnabled || len(res.Dropped) != 0 {
+					t.Errorf("kubernetes %+v, not carried %v: want the container mode and its claim carried", k, res.Dropped)
 				}
 			}},
 		{"what a pool is not", `githubConfigUrl: https://github.com/acme

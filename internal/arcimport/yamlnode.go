@@ -167,3 +167,13 @@ func (m *omap) filterSeq(key string, names []string) {
 	}
 	cur.Content = kept
 }
+
+// without removes from the sequence at key the items named one of names, and
+// the key once nothing is left.
+func (m *omap) without(key string, names ...string) {
+	m.filterSeq(key, names)
+	if cur := m.get(key); cur != nil && len(cur.Content) == 0 {
+		delete(m.vals, key)
+		m.keys = slices.DeleteFunc(m.keys, func(k string) bool { return k == key })
+	}
+}

@@ -140,31 +140,38 @@ type Kubernetes struct {
 	DockerdWithinRunnerContainer bool      `yaml:"dockerdWithinRunnerContainer"`
 	Template                     yaml.Node `yaml:"template"`
 	VolumeClaimTemplates         yaml.Node `yaml:"volumeClaimTemplates"`
-	// ContainerMode, when set, runs the jobs' containers (`container:`,
-	// `services:`, container actions) as pods through the Kubernetes API, with
-	// actions/runner-container-hooks, instead of with docker: "kubernetes" (the
-	// job's work directory on a per-runner volume shared with its workflow pod,
-	// WorkVolumeClaim) or "kubernetes-novolume" (no shared volume: the hooks copy
-	// the workspace in and out, and workflow pods run in JobsNamespace). ARC's
-	// names and meanings. See ContainerModeKubernetes, ContainerModeNoVolume.
+	// ContainerMode (optional) runs the jobs' containers (`container:`,
+	// `services:`, container actions) as workflow pods that
+	// actions/runner-container-hooks create through the Kubernetes API, without
+	// docker: "kubernetes" (the job's work directory on a per-runner volume,
+	// workVolumeClaim, shared with its workflow pod) or "kubernetes-novolume" (no
+	// shared volume: the hooks copy the workspace in and out, and workflow pods
+	// run in jobsNamespace). ARC's names and meanings. Needs serviceAccountName;
+	// not with dockerEnabled or dockerdWithinRunnerContainer.
+	//
+	// ContainerModeKubernetes, ContainerModeNoVolume; checked in containermode.go.
 	ContainerMode string `yaml:"containerMode"`
 	// JobsNamespace (kubernetes-novolume only, required) is where the pool's
-	// workflow pods run: the runners' service account has the hooks' rights
-	// there and nowhere else.
+	// workflow pods run, not the runners' namespace: the runners' service account
+	// has the hooks' rights there and nowhere else.
 	JobsNamespace string `yaml:"jobsNamespace"`
-	// WorkVolumeClaim (kubernetes mode only, required) is the claim spec of the
-	// per-runner ephemeral volume that holds the job's work directory
-	// (a PersistentVolumeClaimSpec: storageClassName, accessModes, resources),
-	// decoded by the sweeper (package runnerpod), as ARC's
-	// kubernetesModeWorkVolumeClaim.
+	// WorkVolumeClaim (kubernetes mode only, required) is the claim spec
+	// (storageClassName, accessModes, resources) of each runner's `work` volume,
+	// an ephemeral volume that holds the job's work directory and that the
+	// runner shares with its workflow pod, as ARC's kubernetesModeWorkVolumeClaim.
+	//
+	// A PersistentVolumeClaimSpec, decoded by the sweeper (package runnerpod).
 	WorkVolumeClaim yaml.Node `yaml:"workVolumeClaim"`
 	// RequireJobContainer (container modes; default true, as ARC) fails a job
 	// that has no `container:` instead of running its steps in the runner pod.
 	RequireJobContainer *bool `yaml:"requireJobContainer"`
-	// HookTemplate (container modes, optional) extends the workflow pods the
-	// hooks create (a PodTemplateSpec, as ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE:
-	// `$job` is the job container): resources, node selectors, tolerations.
-	// Decoded by the sweeper (package runnerpod).
+	// HookTemplate (container modes, optional) is merged into the workflow pods
+	// the hooks create, as ARC's ACTIONS_RUNNER_CONTAINER_HOOK_TEMPLATE (a pod
+	// template; `$job` is the job container): resources, node selectors,
+	// tolerations. `runnerscaler validate` warns where a key replaces what the
+	// hooks need.
+	//
+	// A PodTemplateSpec, decoded by the sweeper (package runnerpod).
 	HookTemplate yaml.Node `yaml:"hookTemplate"`
 }
 
@@ -381,7 +388,8 @@ func (p *Pool) defaults() {
 // validate runs the pool's checks; each error begins with the field's path (FieldOf).
 func (p *Pool) validate() []error {
 	checks := []func() error{p.validateName, p.validateScope, p.validateLabels, p.validateRegistration, p.validateTokenExposure,
-		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateHeadroom, p.validateRunnerVersion}
+		p.validateReplicas, p.validateTriggers, p.validateOverrides, p.validateKubernetes, p.validateContainerMode, p.validateHeadroom,
+		p.validateRunnerVersion}
 	var errs []error
 	for _, check := range checks {
 		err := check()

@@ -5,8 +5,15 @@
 // It is what `runnerscaler validate` and the Makefile's build targets run, so a
 // file the sweeper would refuse never reaches AWS.
 //
-// What a file cannot tell is left to the sweeper's start: the credentials'
-// reach, the cluster, and the API server's own dry run of each template.
+// Beyond the sweeper's checks, it refuses a docker-in-docker image in a container
+// mode pool (containermode.go) and warns (Warnings, which do not make a file
+// invalid) where a hook template replaces what the container hooks need. With a
+// cluster read (Cluster, PodSecurity), it checks what only the cluster can tell:
+// the namespaces' Pod Security levels, the storage classes of kubernetes mode
+// work volumes and the jobs namespaces.
+//
+// What a file cannot tell is otherwise left to the sweeper's start: the
+// credentials' reach, and the API server's own dry run of each template.
 package poolcheck
 
 import (
@@ -25,8 +32,8 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/suggest"
 )
 
-// Check returns the problems of the pools file raw, ordered by position; none
-// when the sweeper would accept it.
+// Check returns the problems of the pools file raw, ordered by position: those
+// the sweeper would refuse it for, and a docker-in-docker image in container mode.
 func Check(raw []byte) []*pool.Problem {
 	cfg, root, problems := pool.ParseAll(raw)
 	if cfg == nil {
@@ -38,12 +45,22 @@ func Check(raw []byte) []*pool.Problem {
 			continue // the template checks would only say it again
 		}
 		at, _ := pool.Locate(root, prefix)
-		problems = append(problems, templateProblems(&cfg.Pools[i], at, prefix)...)
+		for _, p := range templateProblems(&cfg.Pools[i], at, prefix) {
+			if !slices.ContainsFunc(problems, func(q *pool.Problem) bool { return q.Path() == p.Path() }) {
+				problems = append(problems, p) // a field the pool's checks did not report already (a required work volume claim)
+			}
+		}
+		problems = append(problems, dindImageProblems(&cfg.Pools[i], at, prefix)...)
 	}
+	sortByPosition(problems)
+	return problems
+}
+
+// sortByPosition orders problems as they appear in the file.
+func sortByPosition(problems []*pool.Problem) {
 	slices.SortStableFunc(problems, func(a, b *pool.Problem) int {
 		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
 	})
-	return problems
 }
 
 // podFieldsFailed: a field that runnerpod reads to build the pool's pod failed
@@ -52,7 +69,8 @@ func podFieldsFailed(problems []*pool.Problem, prefix string) bool {
 	return slices.ContainsFunc(problems, func(p *pool.Problem) bool {
 		rel, ok := strings.CutPrefix(p.Path(), prefix+".")
 		return ok && (rel == "kubernetes" || rel == "name" || strings.HasPrefix(rel, "kubernetes.template") ||
-			strings.HasPrefix(rel, "kubernetes.volumeClaimTemplates") || strings.HasPrefix(rel, "kubernetes.image"))
+			strings.HasPrefix(rel, "kubernetes.volumeClaimTemplates") || strings.HasPrefix(rel, "kubernetes.image") ||
+			strings.HasPrefix(rel, "kubernetes.containerMode"))
 	})
 }
 
@@ -86,11 +104,11 @@ func templateProblem(err error, p *pool.Pool, at *yaml.Node, prefix string) []*p
 	where := fmt.Sprintf("%s (%s)", prefix, p.Name)
 	msg := strings.TrimPrefix(err.Error(), "pool "+p.Name+": ")
 	field, rest, _ := strings.Cut(msg, ": ")
-	if field == "kubernetes.template" {
+	if field == "kubernetes.template" || field == "kubernetes.hookTemplate" {
 		if matches := unknownField.FindAllStringSubmatch(rest, -1); matches != nil {
 			var out []*pool.Problem
 			for _, m := range matches {
-				out = append(out, templateField(at, where, prefix, m[2], m[1]+" field"))
+				out = append(out, templateField(at, where, prefix, field+"."+m[2], m[1]+" field"))
 			}
 			return out
 		}
@@ -103,11 +121,11 @@ func templateProblem(err error, p *pool.Pool, at *yaml.Node, prefix string) []*p
 	return []*pool.Problem{pool.NewProblem(n, where, prefix+"."+field, msg)}
 }
 
-// templateField is the problem of one unknown (or duplicate) field of the
-// template, at path in it, with the field of the pod template it was probably
-// meant to be.
-func templateField(at *yaml.Node, where, prefix, path, what string) *pool.Problem {
-	field := "kubernetes.template." + path
+// templateField is the problem of one unknown (or duplicate) field of a pod
+// template (field: kubernetes.template. or kubernetes.hookTemplate. and its path
+// in the template), with the field of the pod template it was probably meant to be.
+func templateField(at *yaml.Node, where, prefix, field, what string) *pool.Problem {
+	path := field[strings.Index(field, "emplate.")+len("emplate."):]
 	n, _ := pool.Locate(at, field)
 	msg := field + ": " + what
 	if what == "unknown field" {

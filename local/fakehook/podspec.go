@@ -226,9 +226,13 @@ func applyTemplate(pod *corev1.Pod, tmpl map[string]any, warn func(string)) (*co
 		}
 	}
 	for k, v := range tspec {
-		switch k {
-		case "containers":
-			list, _ := v.([]any)
+		switch {
+		case k == "containers":
+			// from.containers.filter(…): a key that is no list (null) throws.
+			list, ok := v.([]any)
+			if !ok {
+				return nil, fmt.Errorf("TypeError: Cannot read properties of %s (reading 'filter'): the template's spec.containers is not a list", jsType(v))
+			}
 			for _, c := range list {
 				if m, ok := c.(map[string]any); ok {
 					if name, _ := m["name"].(string); strings.HasPrefix(name, extensionPrefix) {
@@ -237,9 +241,9 @@ func applyTemplate(pod *corev1.Pod, tmpl map[string]any, warn func(string)) (*co
 				}
 				spec["containers"] = append(spec["containers"].([]any), c)
 			}
-		case "volumes":
+		case k == "volumes" && truthy(v):
 			spec["volumes"] = appendList(spec["volumes"], v)
-		default:
+		default: // volumes: null too, which replaces the hook's volumes
 			spec[k] = v
 		}
 	}
@@ -268,8 +272,10 @@ func mergeContainer(base, from map[string]any, warn func(string)) {
 		case "env":
 			base[k] = appendList(base[k], v)
 		case "volumeMounts", "ports":
-			if v != nil {
+			if truthy(v) {
 				base[k] = appendList(base[k], v)
+			} else { // `key === 'volumeMounts' && value` is false: the else branch replaces
+				base[k] = v
 			}
 		default:
 			base[k] = v
@@ -288,4 +294,27 @@ func appendList(base, from any) any {
 		return b
 	}
 	return append(b, f...)
+}
+
+// truthy is JavaScript's truthiness of a JSON value.
+func truthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case float64:
+		return x != 0
+	}
+	return true
+}
+
+// jsType names v as JavaScript's errors do.
+func jsType(v any) string {
+	if v == nil {
+		return "null"
+	}
+	return fmt.Sprintf("%T", v)
 }

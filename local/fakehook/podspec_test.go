@@ -82,3 +82,29 @@ func TestNames(t *testing.T) {
 		t.Error("ContainerName of an image with no name: no error")
 	}
 }
+
+// A template whose spec.containers is null — what a Go PodSpec with no
+// containers marshals to — throws in mergePodSpecWithOptions
+// (from.containers.filter), in both releases: prepare_job fails. volumes: null
+// replaces the hook's volumes (the `&& value` guard sends it to the else branch).
+func TestApplyTemplateNullsAsTheHook(t *testing.T) {
+	h := &Hook{cfg: Config{Mode: NoVolume, RunnerPod: "r", RunnerImage: "runner:1"}}
+	base, err := h.workflowPod(Job{Repository: "acme/app", Container: Container{Image: "x"}}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl map[string]any
+	if err := yaml.Unmarshal([]byte(`{"spec":{"containers":null}}`), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyTemplate(base, tmpl, func(string) {}); err == nil {
+		t.Error("spec.containers: null merged; the hook throws on it")
+	}
+	if err := yaml.Unmarshal([]byte(`{"spec":{"volumes":null}}`), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	pod, err := applyTemplate(base, tmpl, func(string) {})
+	if err != nil || len(pod.Spec.Volumes) != 0 {
+		t.Errorf("volumes: null gave %v, %v; want the hook's volumes replaced by none", pod.Spec.Volumes, err)
+	}
+}

@@ -761,3 +761,36 @@ func logWindow(t *testing.T, out string) {
 		}
 	}
 }
+
+// TestContainerHookJobsThatCannotRun: with a container hook set, a job without
+// a container fails with the runner's message when the runner requires one,
+// and a container job whose hook cannot start (here: no service account, not
+// in a pod) fails with the hook's error, as a failed prepare_job fails the job;
+// neither runs its script.
+func TestContainerHookJobsThatCannotRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, githubsim.Options{})
+	tok := e.registrationToken()
+	home := runnerHome(t)
+	p := entrypoint(t, e, home, t.TempDir(), "RUNNER_TOKEN="+tok, "RUNNER_ORG=acme", "RUNNER_NAME=hook-1", "RUNNER_LABELS=big",
+		"RUNNER_EPHEMERAL=false", "ACTIONS_RUNNER_CONTAINER_HOOKS=/home/runner/k8s-novolume/index.js",
+		"ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=true", "ACTIONS_RUNNER_POD_NAME=hook-1", "ACTIONS_RUNNER_KUBERNETES_NAMESPACE=jobs")
+	spec := githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"big"}, Script: "echo ran"}
+	bare := e.sim.QueueJob(spec)
+	spec.Container = &githubsim.JobContainer{Image: "busybox"}
+	contained := e.sim.QueueJob(spec)
+	e.waitFor("both jobs", 20*time.Second, func() bool {
+		return e.job(bare.ID).State == githubsim.JobCompleted && e.job(contained.ID).State == githubsim.JobCompleted
+	})
+	if got := e.job(bare.ID); got.Conclusion != githubsim.JobFailure || !strings.Contains(got.Output, "Jobs without a job container are forbidden on this runner") || strings.Contains(got.Output, "ran") {
+		t.Errorf("job without a container %+v: want failure with the runner's message, its script not run", got)
+	}
+	if got := e.job(contained.ID); got.Conclusion != githubsim.JobFailure || !strings.Contains(got.Output, "loading the in-cluster configuration") ||
+		strings.Contains(got.Output, "ran") {
+		t.Errorf("container job %+v: want failure with the hook's error, its script not run", got)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 143 {
+		t.Fatalf("exit %d; output:\n%s", code, p.output())
+	}
+}
