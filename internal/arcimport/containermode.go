@@ -183,6 +183,12 @@ func (c *converter) settleContainerMode(d *object, dr *draft) {
 			}
 		}
 	}
+	if r := dr.requireJobContainer; r != nil && !*r && dr.containerMode == pool.ContainerModeKubernetes {
+		c.note(d, "%s=false not carried: containerMode kubernetes requires a job container here (a job without one would run its steps "+
+			"beside the hooks' service account token, which reaches every pod of the runners' namespace); jobs without `container:` fail; "+
+			"to run them, convert the pool to containerMode kubernetes-novolume", envRequireJob)
+		dr.requireJobContainer = nil
+	}
 	c.noDockerInContainerMode(d, dr)
 	c.workVolume(d, dr)
 	c.hookTemplate(d, dr)

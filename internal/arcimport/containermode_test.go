@@ -127,8 +127,8 @@ template:
 				if c, _ := spec["containers"].([]any); len(c) != 1 {
 					t.Errorf("hookTemplate %v: want the ConfigMap's", hookTemplateOf(t, p))
 				}
-				if p.Kubernetes.JobContainerRequired() {
-					t.Error("requireJobContainer: want false, from ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER")
+				if !p.Kubernetes.JobContainerRequired() || !noted(res, "ACTIONS_RUNNER_REQUIRE_JOB_CONTAINER=false not carried", "kubernetes-novolume") {
+					t.Errorf("requireJobContainer %v, notes %v: want false not carried in kubernetes mode, and why", p.Kubernetes.RequireJobContainer, res.Notes)
 				}
 				w := written(t, p)
 				r := container(t, w, "runner")

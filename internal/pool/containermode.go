@@ -41,6 +41,11 @@ func (p *Pool) validateContainerMode() error {
 			k.ContainerMode, cmp.Or(k.HookNamespace(), "<jobsNamespace>")))
 	}
 	errs = append(errs, k.jobsNamespaceErrors()...)
+	if k.ContainerMode == ContainerModeKubernetes && !k.JobContainerRequired() {
+		errs = append(errs, errors.New("kubernetes.requireJobContainer: false is refused with containerMode kubernetes: a job without a container "+
+			"runs its steps in the runner container, where the hooks' service account token is, and that token may exec into and delete "+
+			"every pod of the runners' namespace, other runners' included; use kubernetes-novolume, whose token reaches only its jobs namespace"))
+	}
 	switch {
 	case k.ContainerMode == ContainerModeKubernetes && k.WorkVolumeClaim.Kind == 0:
 		errs = append(errs, errors.New("kubernetes.workVolumeClaim: required with containerMode kubernetes: the claim spec (storageClassName, accessModes, resources) "+
