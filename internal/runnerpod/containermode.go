@@ -153,9 +153,26 @@ func WorkflowTemplate(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 }
 
 // hookTemplateJSON is the hook template's file: the hooks read only its
-// metadata and spec.
+// metadata and spec. A spec field the template leaves out is left out of the
+// file, not written null: the hooks merge every key of the file's spec into
+// the workflow pod's (mergePodSpecWithOptions), and containers: null — what
+// encoding/json writes for a PodSpec without containers — throws there, failing
+// every container job.
 func hookTemplateJSON(tmpl corev1.PodTemplateSpec) (string, error) {
-	raw, err := json.Marshal(map[string]any{"metadata": tmpl.ObjectMeta, "spec": tmpl.Spec})
+	raw, err := json.Marshal(tmpl.Spec)
+	if err != nil {
+		return "", err
+	}
+	var spec map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return "", err
+	}
+	for k, v := range spec {
+		if string(v) == "null" {
+			delete(spec, k)
+		}
+	}
+	raw, err = json.Marshal(map[string]any{"metadata": tmpl.ObjectMeta, "spec": spec})
 	return string(raw), err
 }
 
