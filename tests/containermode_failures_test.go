@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -413,8 +414,9 @@ func TestContainerModeUnschedulableWorkflowPod(t *testing.T) {
 // finalizer, a never-scheduled pod of the pool whose runner label names the
 // victim and which records its id, workflow pods naming the victim and a
 // runner of the pool that does not exist, a Secret with every mark of the
-// victim's Secret written an hour ago under another runner's name, and a
-// Secret with the hooks' label naming the victim. Over the sweeps of the rest
+// victim's Secret and its runner id, written an hour ago under another
+// runner's name (the sweeps after a runner's creation look at the pool's
+// Secrets: cleanup), and a Secret with the hooks' label naming the victim. Over the sweeps of the rest
 // of the job (more than the workflow-pod grace), none of it steers the
 // sweeper: the victim keeps its registration and labels, its Secret,
 // StatefulSet and pod, and its job ends in success; the forged pods carrying
@@ -474,6 +476,7 @@ func TestContainerModeForgedHookObjectsSteerNothing(t *testing.T) {
 	likeRunners := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.pool.Name + "-frgds", Labels: maps.Clone(secret.Labels),
 		Annotations: maps.Clone(secret.Annotations)}, Data: secret.Data, Type: secret.Type}
 	likeRunners.Annotations[runnerpod.AnnotationSyncTime] = hourAgo
+	likeRunners.Annotations[runnerpod.AnnotationRunnerID] = strconv.FormatInt(j.RunnerID, 10)
 	hooks := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: j.RunnerName + "-secret-frgd0001",
 		Labels: map[string]string{runnerpod.LabelHookRunnerPod: j.RunnerName}}}
 	var forgedSecrets []string
