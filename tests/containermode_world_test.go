@@ -59,6 +59,9 @@ type cmSetup struct {
 	env []corev1.EnvVar
 	// hookTemplate is the pool's hookTemplate (YAML flow; "": a label only).
 	hookTemplate string
+	// projectedToken mounts the hooks' token as the ServiceAccount admission
+	// plugin does (testenv.InClusterAccess.Volume), not hooksTokenVolume's.
+	projectedToken bool
 }
 
 // cmWorld is a closed loop with the pool cm of failurePool.
@@ -85,9 +88,13 @@ func newContainerModeWorld(t *testing.T, s cmSetup) *cmWorld {
 	if hookTemplate == "" {
 		hookTemplate = "{metadata: {labels: {team: ci}}}"
 	}
+	tokenVolume := hooksTokenVolume("kube-api-access-stack")
+	if s.projectedToken {
+		tokenVolume = access.Volume("kube-api-access-stack")
+	}
 	tmpl := func(img string) string {
 		return loop.Template{Image: img, Env: append(access.Env(), s.env...),
-			Volumes:      []corev1.Volume{hooksTokenVolume("kube-api-access-stack")},
+			Volumes:      []corev1.Volume{tokenVolume},
 			VolumeMounts: []corev1.VolumeMount{access.VolumeMount("kube-api-access-stack")}}.Spec()
 	}
 	w := newWorldWith(t, failurePool, s.opts, tmpl, func(string) string { return s.mode },
@@ -95,7 +102,9 @@ func newContainerModeWorld(t *testing.T, s cmSetup) *cmWorld {
 	testenv.PrepareInClusterAccess(t, kube, w.ns)
 	p := &w.cfg.Pools[0]
 	applyHookRBAC(t, kube, p)
-	writeHooksToken(t, kube, w.ns, p.Kubernetes.ServiceAccountName)
+	if !s.projectedToken {
+		writeHooksToken(t, kube, w.ns, p.Kubernetes.ServiceAccountName)
+	}
 	testenv.EphemeralVolumes(t, kube, w.ns, t.TempDir())
 	return &cmWorld{world: w, pool: p, hookNS: p.Kubernetes.HookNamespace()}
 }
