@@ -150,7 +150,10 @@ func writeHooksToken(t *testing.T, kube kubernetes.Interface, ns, sa string) {
 }
 
 // queueContainerJob queues a job of pool cm with a container (the job image)
-// that runs script in it, lasting d in all.
+// that runs script in it, lasting d in all. The fake runner sleeps what is
+// left of d after the script in the runner container, not in the workflow
+// pod: a test whose job must run in its workflow pod until its end sleeps in
+// its script.
 func (c *cmWorld) queueContainerJob(d time.Duration, script string) githubsim.Job {
 	c.t.Helper()
 	return c.loop.Sim.QueueJob(githubsim.JobSpec{Repository: "acme/app", Organization: "acme",
