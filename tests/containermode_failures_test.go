@@ -259,40 +259,84 @@ func judgeEvictions(t *testing.T, what string, answers []loop.Eviction, job gith
 		l.At.Format(time.StampMilli), job.EndedAt.Format(time.StampMilli))
 }
 
-// TestContainerModeRunnerPodKilledMidJob: the pod of a runner whose
-// container job runs in its workflow pod is killed (`kubectl delete pod
-// --grace-period=0 --force`: the runner dies at once, the hooks' cleanup never
-// runs, and the workflow pod would run `tail -f /dev/null` for ever). The
-// sweeper deletes the workflow pod within its grace period
+// TestContainerModeRunnerPodKilledMidJob: the runner whose container job runs
+// in its workflow pod dies mid-job, and the hooks' cleanup never runs: the
+// workflow pod would run `tail -f /dev/null` for ever. Either its pod is
+// killed (`kubectl delete pod --grace-period=0 --force`, as a node lost) or
+// the kernel OOM-kills its container (the pod stays; actions/runner-container-hooks
+// #143). The sweeper deletes the workflow pod within its grace period
 // (reconcile.DefaultWorkflowPodGrace, which the loop leaves as it is) of the
-// runner pod's end, counting it (WorkflowPodsRemoved); the job, failed as its
-// runner was lost, is re-run once (rerunsPerRun 1) on another runner, and the
-// re-run succeeds. Nothing is left.
+// runner's death, plus the sweeps that see it, counting it
+// (WorkflowPodsRemoved); the job, failed as its runner was lost, is re-run
+// once (rerunsPerRun 1) on another runner, and the re-run succeeds. Nothing is
+// left.
 func TestContainerModeRunnerPodKilledMidJob(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// kill kills the runner of pod, and returns once its death is seen.
+		kill func(c *cmWorld, pod *corev1.Pod)
+		// slack: beyond the grace, how long the sweeper may take to see it.
+		slack time.Duration
+	}{
+		{"deleted", forceDelete, 15 * time.Second},
+		{"oom-killed", oomKilled, 40 * time.Second}, // its retirement comes first: ~15 s here
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			killedMidJob(t, tc.kill, tc.slack)
+		})
+	}
+}
+
+// forceDelete deletes pod with grace 0, as `kubectl delete pod --force`, and
+// waits for it to be gone.
+func forceDelete(c *cmWorld, pod *corev1.Pod) {
+	c.t.Helper()
+	c.loop.Monitor.Fault(pod.Name, "deleted by hand") // the kill is the test's: the monitor excuses it
+	err := c.kube.CoreV1().Pods(c.ns).Delete(c.t.Context(), pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64),
+		Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+	if err != nil {
+		c.t.Fatalf("killing runner pod %s: %v", pod.Name, err)
+	}
+	c.waitFor("the killed runner pod gone", 2*time.Minute, func() bool { exists, _ := c.podLook(pod.Name, pod.UID); return !exists })
+}
+
+// oomKilled has the kernel OOM-kill pod's runner container (loop.OOMKill,
+// which notes the fault), and waits for the pod's status to show it.
+func oomKilled(c *cmWorld, pod *corev1.Pod) {
+	c.t.Helper()
+	if err := c.loop.OOMKill(c.t.Context(), pod); err != nil {
+		c.t.Fatal(err)
+	}
+	c.waitFor("the runner container's OOM kill in its pod's status", time.Minute, func() bool {
+		now, err := c.kube.CoreV1().Pods(c.ns).Get(c.t.Context(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return apierrors.IsNotFound(err)
+		}
+		term := lastTermination(now)
+		return now.UID != pod.UID || term != nil && term.ExitCode == 137
+	})
+}
+
+// killedMidJob runs TestContainerModeRunnerPodKilledMidJob with kill.
+func killedMidJob(t *testing.T, kill func(c *cmWorld, pod *corev1.Pod), slack time.Duration) {
 	removed := &metricCounter{name: "WorkflowPodsRemoved"}
-	c := newContainerModeWorld(t, cmSetup{mode: pool.ContainerModeNoVolume,
+	c := newContainerModeWorld(t, cmSetup{mode: pool.ContainerModeNoVolume, memoryLimit: "98304000",
 		opts: loop.Options{SweepEvery: time.Second, LostAfter: 3 * time.Second, SweeperMetrics: removed}})
-	ctx := t.Context()
 	queued := c.queueContainerJob(25*time.Second, "sleep 22")
 	j, wp := c.inWorkflowPod(queued.ID)
 	pod := c.runnerPod(j.RunnerName)
 
-	c.loop.Monitor.Fault(pod.Name, "deleted by hand") // the kill is the test's: the monitor excuses it
-	err := c.kube.CoreV1().Pods(c.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64),
-		Preconditions: &metav1.Preconditions{UID: &pod.UID}})
-	if err != nil {
-		t.Fatalf("killing runner pod %s: %v", pod.Name, err)
-	}
-	c.waitFor("the killed runner pod gone", 2*time.Minute, func() bool { exists, _ := c.podLook(pod.Name, pod.UID); return !exists })
+	kill(c, pod)
 	gone := time.Now()
 	if got := c.job(j.ID); got.State == githubsim.JobCompleted && got.Conclusion == githubsim.JobSuccess {
 		t.Fatalf("job %d succeeded though its runner pod was killed: not the path under test", j.ID)
 	}
 	if exists, _ := c.workflowPodLook(wp.Name, string(wp.UID)); !exists {
-		t.Fatalf("workflow pod %s already gone when its runner's pod was: the hooks' cleanup ran, not the path under test", wp.Name)
+		t.Fatalf("workflow pod %s already gone when its runner was seen dead: the hooks' cleanup ran, not the path under test", wp.Name)
 	}
-	limit := reconcile.DefaultWorkflowPodGrace + 15*time.Second // the grace, plus the sweeps that see the runner gone
+	limit := reconcile.DefaultWorkflowPodGrace + slack
 	c.waitFor("the leftover workflow pod deleted within its grace", limit, func() bool {
 		exists, deleting := c.workflowPodLook(wp.Name, string(wp.UID))
 		return !exists || deleting
@@ -300,7 +344,7 @@ func TestContainerModeRunnerPodKilledMidJob(t *testing.T) {
 	took := time.Since(gone)
 	// The sweep that deleted it writes its metrics as it ends.
 	c.waitFor("the sweeper's count of the deletion (WorkflowPodsRemoved)", 20*time.Second, func() bool { return removed.sum() >= 1 })
-	t.Logf("workflow pod %s deleted %s after its runner pod %s was gone (grace %s)", wp.Name, took.Round(100*time.Millisecond),
+	t.Logf("workflow pod %s deleted %s after the runner of pod %s was seen dead (grace %s)", wp.Name, took.Round(100*time.Millisecond),
 		pod.Name, reconcile.DefaultWorkflowPodGrace)
 
 	cand := c.decided("cm", j.ID)

@@ -59,6 +59,8 @@ type cmSetup struct {
 	env []corev1.EnvVar
 	// hookTemplate is the pool's hookTemplate (YAML flow; "": a label only).
 	hookTemplate string
+	// memoryLimit limits the runner container's memory (loop.Template).
+	memoryLimit string
 	// projectedToken mounts the hooks' token as the ServiceAccount admission
 	// plugin does (testenv.InClusterAccess.Volume), not hooksTokenVolume's.
 	projectedToken bool
@@ -93,7 +95,7 @@ func newContainerModeWorld(t *testing.T, s cmSetup) *cmWorld {
 		tokenVolume = access.Volume("kube-api-access-stack")
 	}
 	tmpl := func(img string) string {
-		return loop.Template{Image: img, Env: append(access.Env(), s.env...),
+		return loop.Template{Image: img, MemoryLimit: s.memoryLimit, Env: append(access.Env(), s.env...),
 			Volumes:      []corev1.Volume{tokenVolume},
 			VolumeMounts: []corev1.VolumeMount{access.VolumeMount("kube-api-access-stack")}}.Spec()
 	}
