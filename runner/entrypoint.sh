@@ -577,7 +577,7 @@ hold_listener() {
 # of jobs taken (taken_since).
 wait_for_job() {
 	log "a job is running: waiting up to ${grace}s for it to finish; the listener is stopped the moment its worker exits, so that it takes no other job"
-	local deadline=$((SECONDS + grace)) known=' ' pid pids seen held_at=0 last_seen before warned=0
+	local deadline=$((SECONDS + grace)) known=' ' pid pids seen first held_at=0 last_seen before warned=0
 	held_worker='' last_seen=$(usec) before=$(jobs_taken_before)
 	while ((SECONDS < deadline)); do
 		if [[ -z $held ]] && hold_listener; then
@@ -590,11 +590,15 @@ wait_for_job() {
 			fi
 		else
 			pids=$(pgrep -f "$worker_pattern" 2>/dev/null) || pids=''
-			seen=false
+			seen=false first=false
+			[[ $known == ' ' ]] && first=true
 			for pid in $pids; do
 				seen=true
 				[[ $known == *" $pid "* ]] && continue
-				if [[ $known != ' ' ]]; then
+				# The first look's workers are the job waited for; a process a known
+				# worker forked (a step, before its exec) carries the worker's command
+				# line for a moment: it is that job's, not a new one.
+				if ! $first && [[ $known != *" $(parent_of "$pid") "* ]]; then
 					log "WARNING: a job started after this runner's stop began (worker pid ${pid}): the listener took it before it could be stopped; letting it finish within the grace period (${grace}s since SIGTERM)"
 					warned=$((warned + 1))
 				fi
@@ -612,6 +616,14 @@ wait_for_job() {
 		sleep 0.02
 	done
 	return 1
+}
+
+# parent_of prints pid's parent's pid (nothing once pid is gone).
+parent_of() {
+	local key value
+	while read -r key value; do
+		[[ $key == PPid: ]] && { echo "$value"; return; }
+	done 2>/dev/null <"/proc/$1/status"
 }
 
 # jobs_taken_before: how many jobs the listener had taken when the wait began,

@@ -75,6 +75,20 @@ job)
 	echo job-started >> "$STUB_DIR/events"
 	wait "$worker"
 	while :; do sleep 0.1; done ;;
+forking)
+	# A job runs; once told to (fork), its worker forks a process that keeps the
+	# worker's command line for a second (a step before its exec, slowed down),
+	# then the job ends once released.
+	echo "Running job: job-1"
+	(exec -a "$RUNNER_WORKER_PATTERN" bash -c 'until [ -e "$1/fork" ]; do sleep 0.02; done
+		( sleep 1; : ) & echo forked >> "$1/events"; wait $!
+		until [ -e "$1/release" ]; do sleep 0.02; done' worker "$STUB_DIR") &
+	worker=$!
+	until tr '\0' ' ' < "/proc/$worker/cmdline" 2>/dev/null | grep -q "$RUNNER_WORKER_PATTERN"; do sleep 0.01; done
+	echo job-started >> "$STUB_DIR/events"
+	wait "$worker"
+	echo "Job job-1 completed with result: Succeeded"
+	while :; do sleep 0.1; done ;;
 between)
 	# A job runs; once released, the listener reports it completed and takes and
 	# completes a second one that no look for a worker could see, before the
@@ -275,6 +289,34 @@ func TestSIGTERMSaysSoOfAJobTakenBetweenTwoLooks(t *testing.T) {
 	}
 	if !strings.Contains(r.out.String(), "WARNING: a job started after this runner's stop began (1 seen only in the listener's output") {
 		t.Fatalf("the job taken between two looks was not said:\n%s", r.out)
+	}
+}
+
+// TestSIGTERMTakesNoForkOfTheWorkerForANewJob: a process the job's worker
+// forks carries the worker's command line until its exec; seen by a look for
+// workers after SIGTERM, it is the same job's, not a job taken after the stop
+// began: no warning, and the stop still waits for the job.
+func TestSIGTERMTakesNoForkOfTheWorkerForANewJob(t *testing.T) {
+	t.Parallel()
+	r := start(t, "ACTIONS_RUNNER_INPUT_JITCONFIG="+jit, "STUB_RUN=forking", "RUNNER_GRACEFUL_STOP_TIMEOUT=20")
+	r.waitFor(t, "events", "job-started")
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	r.waitOutput(t, "waiting up to 20s")
+	if err := os.WriteFile(filepath.Join(r.dir, "fork"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.waitFor(t, "events", "forked")
+	if err := os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if rc := r.wait(t); rc != 143 {
+		t.Fatalf("exit %d; output:\n%s", rc, r.out)
+	}
+	if strings.Contains(r.out.String(), "a job started after this runner's stop began") {
+		t.Fatalf("a fork of the job's worker was taken for a new job:\n%s", r.out)
+	}
+	if ev := r.file("events"); !strings.HasSuffix(ev, "forked\nterm\n") {
+		t.Fatalf("events %q: the runner must be told to stop only after its job", ev)
 	}
 }
 

@@ -35,6 +35,11 @@ import (
 // progress.
 var ErrStale = errors.New("changed by another writer since this sweep read it")
 
+// Retryable reports whether err is one the next sweep gets past: ErrStale
+// (the next sweep reads the runner again). The sweeper sweeps again at once
+// for it (sweeper.Retrier).
+func (r *Reconciler) Retryable(err error) bool { return errors.Is(err, ErrStale) }
+
 // fencedObject is how one kind of object is patched and read again.
 type fencedObject[T metav1.Object] struct {
 	kind     string

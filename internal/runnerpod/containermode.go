@@ -152,28 +152,42 @@ func WorkflowTemplate(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	return tmpl, nil
 }
 
-// hookTemplateJSON is the hook template's file: the hooks read only its
-// metadata and spec. A spec field the template leaves out is left out of the
-// file, not written null: the hooks merge every key of the file's spec into
-// the workflow pod's (mergePodSpecWithOptions), and containers: null — what
-// encoding/json writes for a PodSpec without containers — throws there, failing
-// every container job.
+// hookTemplateJSON is the hook template's file: its metadata and spec, the
+// only keys the hooks read, without the null values the API types marshal
+// for fields left unset. The hooks take a key that is present as given — a
+// null `containers` throws in their merge, a null `volumes` would replace
+// their own — so only what the template sets is written.
 func hookTemplateJSON(tmpl corev1.PodTemplateSpec) (string, error) {
-	raw, err := json.Marshal(tmpl.Spec)
+	raw, err := json.Marshal(map[string]any{"metadata": tmpl.ObjectMeta, "spec": tmpl.Spec})
 	if err != nil {
 		return "", err
 	}
-	var spec map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	var doc any
+	if err := json.Unmarshal(raw, &doc); err != nil {
 		return "", err
 	}
-	for k, v := range spec {
-		if string(v) == "null" {
-			delete(spec, k)
+	raw, err = json.Marshal(withoutNulls(doc))
+	return string(raw), err
+}
+
+// withoutNulls drops, from a decoded JSON document, every object key whose
+// value is null, at any depth.
+func withoutNulls(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			if e == nil {
+				delete(v, k)
+				continue
+			}
+			v[k] = withoutNulls(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = withoutNulls(e)
 		}
 	}
-	raw, err = json.Marshal(map[string]any{"metadata": tmpl.ObjectMeta, "spec": spec})
-	return string(raw), err
+	return v
 }
 
 // addContainerMode gives the runner container of a container-mode pool what

@@ -221,3 +221,40 @@ func TestWorkflowPodNameIsTheHooks(t *testing.T) {
 		t.Errorf("long name: %s (%d)", got, len(got))
 	}
 }
+
+// TestContainerModeLeavesTheTokenReadableByTheHooks: in container mode the
+// runner container's user is left to the image (a runAsUser set on every
+// container makes the kubelet write the service account token 0600 for that
+// user, and the hooks run as the runner user), and the hook template file holds
+// no null value (the hooks throw on a null `containers` and would take a null
+// `volumes` for theirs) — with no hookTemplate, and with one.
+func TestContainerModeLeavesTheTokenReadableByTheHooks(t *testing.T) {
+	t.Parallel()
+	for name, extra := range map[string]string{
+		"no hookTemplate":   "",
+		"with hookTemplate": "      hookTemplate: {spec: {nodeSelector: {a: b}}}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := containerModePool(t, pool.ContainerModeNoVolume, "      jobsNamespace: runner-jobs\n"+extra)
+			tmpl, err := runnerpod.FinalPod(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sc := runnerContainer(t, tmpl.Spec).SecurityContext; sc != nil && sc.RunAsUser != nil {
+				t.Errorf("runner container runAsUser %d: the hooks could not read the token", *sc.RunAsUser)
+			}
+			file := tmpl.Annotations[runnerpod.AnnotationHookTemplate]
+			if strings.Contains(file, "null") {
+				t.Errorf("hook template file has a null: %s", file)
+			}
+			var doc map[string]map[string]any
+			if err := json.Unmarshal([]byte(file), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := doc["spec"]["containers"]; ok {
+				t.Errorf("hook template spec has containers though the pool set none: %s", file)
+			}
+		})
+	}
+}

@@ -144,7 +144,7 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 	if err := stopTiming(&tmpl.Spec); err != nil {
 		return tmpl, fmt.Errorf("pool %s: kubernetes.template: %w", p.Name, err)
 	}
-	protectCredentials(&tmpl.Spec)
+	protectCredentials(&tmpl.Spec, p.Kubernetes.InContainerMode())
 	return tmpl, nil
 }
 
@@ -155,7 +155,11 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 //     that the container gets from the runner's Secret — a job step, run as the
 //     runner user, cannot read. A template that chooses a user (runAsUser, or
 //     runAsNonRoot, in the pod's or the container's securityContext) keeps it; the
-//     entrypoint then warns that the credentials are not protected;
+//     entrypoint then warns that the credentials are not protected. In container
+//     mode runAsUser is left to the image (runner/Dockerfile's starts as root):
+//     when every container of a pod sets one runAsUser, the kubelet writes the
+//     service account token readable by that user only (0600), and the hooks,
+//     which run as the runner user, could not read it;
 //   - no process of the runner container gains privileges through a setuid
 //     binary or file capabilities (allowPrivilegeEscalation false: a sudo rule
 //     would otherwise make a job root, who reads the credentials), unless the
@@ -167,9 +171,9 @@ func Template(p *pool.Pool) (corev1.PodTemplateSpec, error) {
 //     a job gets no Kubernetes credentials, unless the template says otherwise or
 //     names a service account (kubernetes.serviceAccountName included): a pool
 //     that names one wants its runners to use it.
-func protectCredentials(spec *corev1.PodSpec) {
+func protectCredentials(spec *corev1.PodSpec, containerMode bool) {
 	c := &spec.Containers[runnerIndex(spec.Containers)]
-	if !choosesUser(spec.SecurityContext, c.SecurityContext) {
+	if !containerMode && !choosesUser(spec.SecurityContext, c.SecurityContext) {
 		if c.SecurityContext == nil {
 			c.SecurityContext = &corev1.SecurityContext{}
 		}

@@ -87,3 +87,54 @@ func TestRedeliveriesAreCounted(t *testing.T) {
 		t.Fatalf("metric line %s, want 2 redeliveries at level WARN", out.Bytes())
 	}
 }
+
+// staleOnce fails its first reconcile with an error it calls retryable (as
+// reconcile.Reconciler does for a runner another writer changed), or not.
+type staleOnce struct {
+	calls     int
+	retryable bool
+	always    bool // every reconcile fails so
+}
+
+var errChanged = errors.New("pod p-abcde-0: changed by another writer since this sweep read it")
+
+func (f *staleOnce) Reconcile(context.Context, *pool.Pool, scaling.Decision, *poolstate.Status) error {
+	f.calls++
+	if f.calls == 1 || f.always {
+		return errChanged
+	}
+	return nil
+}
+
+func (f *staleOnce) Retryable(err error) bool { return f.retryable && errors.Is(err, errChanged) }
+
+// TestStaleSweepIsRunAgainAtOnce: a nudged sweep that fails with an error its
+// reconciler calls retryable is run again under the same lease, and the pool
+// ends swept (nothing waits for the next nudge or tick); one that is not
+// retryable fails and is not run again.
+func TestStaleSweepIsRunAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, retryable := range []bool{true, false} {
+		t.Run(map[bool]string{true: "retryable", false: "not retryable"}[retryable], func(t *testing.T) {
+			t.Parallel()
+			rec := &staleOnce{retryable: retryable}
+			e := newEnv(t, rec)
+			_, err := e.invoke(t, []byte(`{"pool":"octo"}`))
+			st := e.desired(t, "octo")
+			switch {
+			case retryable && (err != nil || rec.calls != 2 || st.Failed):
+				t.Fatalf("error %v, %d reconciles, failed %v; want the sweep run again at once and the pool swept", err, rec.calls, st.Failed)
+			case !retryable && (err == nil || rec.calls != 1 || !st.Failed):
+				t.Fatalf("error %v, %d reconciles, failed %v; want one failed sweep", err, rec.calls, st.Failed)
+			}
+		})
+	}
+	t.Run("stale every time", func(t *testing.T) {
+		t.Parallel()
+		rec := &staleOnce{retryable: true, always: true}
+		e := newEnv(t, rec)
+		if _, err := e.invoke(t, []byte(`{"pool":"octo"}`)); err == nil || rec.calls != 3 || !e.desired(t, "octo").Failed {
+			t.Fatalf("error %v, %d reconciles; want the sweep run again twice, then failed", err, rec.calls)
+		}
+	})
+}

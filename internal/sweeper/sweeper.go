@@ -61,6 +61,16 @@ type RunnerWatcher interface {
 	Stopping(ctx context.Context, p *pool.Pool, pods []string) (bool, error)
 }
 
+// Retrier tells which of its errors a Reconciler expects the very next sweep
+// to get past (reconcile.Reconciler: a runner another writer changed since the
+// sweep read it). A sweep that fails with one is run again at once, under the
+// same lease (sweepLeased): left to the next nudge or tick, the runner's stop
+// would wait for an unrelated event — the schedule is a minute away, and a
+// pool driven by nudges alone may get none.
+type Retrier interface {
+	Retryable(err error) bool
+}
+
 // Recoverer redelivers webhook deliveries that never got through and says what
 // it saw of them (redeliver.Recoverer). A result with a zero CheckedAt means the
 // delivery log could not be read.
@@ -336,13 +346,18 @@ func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, 
 	pending := nudges{}
 	pending.add(jobs)
 	pending.add(held.Nudged)
+	retries := 0
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
 		if err := held.Hold(ctx, rlog, func(ctx context.Context) error {
 			var err error
 			left, err = s.sweepOnce(ctx, p, pending, spilled, rlog)
 			return err
-		}); err != nil {
+		}); err != nil && s.retryable(ctx, err) && retries < maxStaleRetries {
+			retries++
+			rlog.InfoContext(ctx, "pool sweep met a change another writer made since it read the pool: sweeping again", "error", err)
+			continue
+		} else if err != nil {
 			log.ErrorContext(ctx, "pool sweep failed", "error", err)
 			// Let go even if nudges are pending: holding on would leave them to
 			// nobody until the lease expires; the next nudge or tick sweeps again.
@@ -368,6 +383,18 @@ func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, 
 			return swept, left
 		}
 	}
+}
+
+// maxStaleRetries bounds the sweeps run again at once for retryable errors in
+// one hold of a pool's lease: a change that keeps coming waits for the next
+// nudge or tick, rather than costing a sweep's GitHub calls again and again.
+const maxStaleRetries = 2
+
+// retryable: err is one the reconciler expects the next sweep to get past
+// (Retrier), the lease is still ours and there is time left.
+func (s *Sweeper) retryable(ctx context.Context, err error) bool {
+	r, ok := s.reconciler.(Retrier)
+	return ok && r.Retryable(err) && !errors.Is(err, lease.ErrLost) && ctx.Err() == nil && !nearDeadline(ctx)
 }
 
 var errHandedOver = errors.New("handed over to the lease holder")

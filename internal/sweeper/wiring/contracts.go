@@ -24,6 +24,7 @@ var (
 	_ sweeper.StatusStore   = (*poolstate.Store)(nil)
 	_ sweeper.Reconciler    = (*reconcile.Reconciler)(nil)
 	_ sweeper.RunnerWatcher = (*reconcile.Reconciler)(nil)
+	_ sweeper.Retrier       = (*reconcile.Reconciler)(nil)
 	_ sweeper.RemovedPools  = (*inventory.Finder)(nil)
 	_ sweeper.DrainMark     = (*teardown.Mark)(nil)
 	_ sweeper.Recoverer     = (*redeliver.Recoverer)(nil)
