@@ -24,16 +24,15 @@ import (
 // job succeeds. The token file in the running runner container must be
 // readable by the runner user (runnerimage.UID).
 //
-// It fails today: runnerpod's protectCredentials gives the runner container
-// runAsUser 0, so every container of the pod runs as one user, and the kubelet
-// then writes a projected service-account token with mode 0600, owned by that
-// user (k8s.io/kubernetes pkg/volume/util FsUserFrom, pkg/volume/projected):
-// root's alone. Every container job fails in prepare_job with "open
-// …/serviceaccount/token: permission denied".
+// It failed before main's d8197ba: runnerpod's protectCredentials gave the
+// runner container runAsUser 0, so every container of the pod ran as one
+// user, and the kubelet then writes a projected service-account token with
+// mode 0600, owned by that user (k8s.io/kubernetes pkg/volume/util
+// FsUserFrom, pkg/volume/projected): root's alone. Every container job failed
+// in prepare_job with "open …/serviceaccount/token: permission denied".
 func TestContainerModeHooksReadTheirProjectedToken(t *testing.T) {
 	t.Parallel()
-	c := newContainerModeWorld(t, cmSetup{mode: pool.ContainerModeNoVolume, opts: loop.Options{SweepEvery: time.Second},
-		projectedToken: true})
+	c := newContainerModeWorld(t, cmSetup{mode: pool.ContainerModeNoVolume, opts: loop.Options{SweepEvery: time.Second}})
 	queued := c.queueContainerJob(20*time.Second, "echo in the job container")
 	var token string
 	c.waitFor("the token file in the running runner container", 3*time.Minute, func() bool {

@@ -12,13 +12,10 @@ import (
 	"testing"
 	"time"
 
-	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
@@ -61,9 +58,6 @@ type cmSetup struct {
 	hookTemplate string
 	// memoryLimit limits the runner container's memory (loop.Template).
 	memoryLimit string
-	// projectedToken mounts the hooks' token as the ServiceAccount admission
-	// plugin does (testenv.InClusterAccess.Volume), not hooksTokenVolume's.
-	projectedToken bool
 }
 
 // cmWorld is a closed loop with the pool cm of failurePool.
@@ -90,13 +84,9 @@ func newContainerModeWorld(t *testing.T, s cmSetup) *cmWorld {
 	if hookTemplate == "" {
 		hookTemplate = "{metadata: {labels: {team: ci}}}"
 	}
-	tokenVolume := hooksTokenVolume("kube-api-access-stack")
-	if s.projectedToken {
-		tokenVolume = access.Volume("kube-api-access-stack")
-	}
 	tmpl := func(img string) string {
 		return loop.Template{Image: img, MemoryLimit: s.memoryLimit, Env: append(access.Env(), s.env...),
-			Volumes:      []corev1.Volume{tokenVolume},
+			Volumes:      []corev1.Volume{access.Volume("kube-api-access-stack")},
 			VolumeMounts: []corev1.VolumeMount{access.VolumeMount("kube-api-access-stack")}}.Spec()
 	}
 	w := newWorldWith(t, failurePool, s.opts, tmpl, func(string) string { return s.mode },
@@ -104,51 +94,8 @@ func newContainerModeWorld(t *testing.T, s cmSetup) *cmWorld {
 	testenv.PrepareInClusterAccess(t, kube, w.ns)
 	p := &w.cfg.Pools[0]
 	applyHookRBAC(t, kube, p)
-	if !s.projectedToken {
-		writeHooksToken(t, kube, w.ns, p.Kubernetes.ServiceAccountName)
-	}
 	testenv.EphemeralVolumes(t, kube, w.ns, t.TempDir())
 	return &cmWorld{world: w, pool: p, hookNS: p.Kubernetes.HookNamespace()}
-}
-
-// hooksTokenSecret holds a token of the runners' service account
-// (writeHooksToken), which hooksTokenVolume mounts.
-const hooksTokenSecret = "cm-hooks-token"
-
-// hooksTokenVolume is testenv.InClusterAccess's volume (the service-account
-// volume the ServiceAccount admission plugin adds to a pod) with the token
-// taken from a Secret, not projected by the kubelet. Why: the product renders
-// the runner container with runAsUser 0 (runnerpod's protectCredentials), so
-// the kubelet writes a projected service-account token 0600 root:root (its
-// FsUser rule: every container of the pod runs as the same user) and the
-// hooks, which run as the runner user, cannot read it — every container job
-// then fails in prepare_job (TestContainerJobsRunInWorkflowPods fails so). A
-// Secret source keeps the volume's default mode (0644), as the product needs
-// until it decides how the hooks read their token.
-func hooksTokenVolume(name string) corev1.Volume {
-	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
-		{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: hooksTokenSecret},
-			Items: []corev1.KeyToPath{{Key: "token", Path: "token"}}}},
-		{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-			Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}}}},
-		{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{Path: "namespace",
-			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"}}}}},
-	}}}}
-}
-
-// writeHooksToken writes hooksTokenSecret in ns: a token (an hour long) of the
-// service account sa of ns.
-func writeHooksToken(t *testing.T, kube kubernetes.Interface, ns, sa string) {
-	t.Helper()
-	tok, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(t.Context(), sa,
-		&authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of %s/%s: %v", ns, sa, err)
-	}
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: hooksTokenSecret}, StringData: map[string]string{"token": tok.Status.Token}}
-	if _, err := kube.CoreV1().Secrets(ns).Create(t.Context(), sec, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("writing %s/%s: %v", ns, hooksTokenSecret, err)
-	}
 }
 
 // queueContainerJob queues a job of pool cm with a container (the job image)
