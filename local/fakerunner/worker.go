@@ -241,6 +241,8 @@ func work(env Env, root string, args []string) int {
 	}
 	if code == workerSucceeded && msg.Job.Script != "" {
 		var stopped bool
+		at := time.Now()
+		res.ScriptStartedAt = &at
 		if cj != nil {
 			var err error
 			res.ExitCode, err = cj.run(ctx, msg.Job.Script, &out)
