@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -81,7 +80,7 @@ func TestChaos(t *testing.T) {
 	// A job whose queued delivery is lost twice waits for two recovery rounds: the
 	// wait bound is a minute here.
 	seed := uint64(time.Now().UnixNano())
-	cm := chaosContainerModes(t)
+	cm := newContainerModeStack(t, chaosMemoryLimit)
 	w := newWorldWith(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube,
 		WaitBound: time.Minute,
 		BusyLie:   loop.ScaledBusyLie(time.Second, seed),
@@ -353,48 +352,6 @@ const chaosMemoryLimit = "98304000"
 // chaosContainerEvery: one job in this many of the chaos stream is a
 // container job (about 14%).
 const chaosContainerEvery = 7
-
-// chaosContainerMode is what the chaos run's container-mode pools need on
-// the stack (see TestContainerJobsRunInWorkflowPods): their runner template
-// (the chaos one, with the runner pods' in-cluster access), the job image, a
-// StorageClass for kubernetes mode's work claim and a jobs namespace for
-// kubernetes-novolume's workflow pods.
-type chaosContainerMode struct {
-	kube     kubernetes.Interface
-	access   testenv.InClusterAccess
-	class    string
-	jobs     string
-	jobImage string
-}
-
-func chaosContainerModes(t *testing.T) *chaosContainerMode {
-	kube, jobs := testenv.Namespace(t)
-	return &chaosContainerMode{kube: kube, access: testenv.PrepareInClusterAccess(t, kube), class: storageClass(t, kube),
-		jobs: jobs, jobImage: jobImage(t)}
-}
-
-// template is chaosTemplate with the in-cluster access the hooks use.
-func (c *chaosContainerMode) template(img string) string {
-	return loop.Template{Image: img, MemoryLimit: chaosMemoryLimit, Env: c.access.Env(),
-		Volumes:      []corev1.Volume{c.access.Volume("kube-api-access-stack")},
-		VolumeMounts: []corev1.VolumeMount{c.access.VolumeMount("kube-api-access-stack")}}.Spec()
-}
-
-func (c *chaosContainerMode) storageClass(string) string  { return c.class }
-func (c *chaosContainerMode) jobsNamespace(string) string { return c.jobs }
-
-// prepare gives the runners' namespace the stack's CA, the container-mode
-// pools their hooks' RBAC, and their runner pods' ephemeral work volumes the
-// controllers the stack lacks (testenv.EphemeralVolumes).
-func (c *chaosContainerMode) prepare(t *testing.T, w *world) {
-	testenv.PrepareInClusterAccess(t, c.kube, w.ns)
-	for i := range w.cfg.Pools {
-		if p := &w.cfg.Pools[i]; p.Kubernetes.InContainerMode() {
-			applyHookRBAC(t, c.kube, p)
-		}
-	}
-	testenv.EphemeralVolumes(t, c.kube, w.ns, t.TempDir())
-}
 
 // containerJobsSummary counts the chaos run's container jobs by pool and end.
 type containerJobsSummary map[string]map[string]int
