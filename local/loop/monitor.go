@@ -532,10 +532,20 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 
 // FailedByItself: j's script exited non-zero on its runner, which reported the
 // job failed (a job whose runner died has no exit code from its script; one
-// cancelled while its script ran has the exit code of the killed script).
+// cancelled while its script ran has the exit code of the killed script). The
+// script must have started (a container job whose prepare_job failed reports
+// exit code 1 with no script run), and the runner must have reported no error
+// of its own (runnerError: a container hook's exec of the step that broke
+// reports exit code 1 too).
 func FailedByItself(j githubsim.Job) bool {
-	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner
+	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner &&
+		!j.ScriptStartedAt.IsZero() && !strings.Contains(j.Output, runnerError)
 }
+
+// runnerError starts the lines in which the fake runner's worker reports an
+// error of its own in a job's output (as actions/runner's ##[error]
+// annotations): a container hook that failed, a job container required.
+const runnerError = "##[error]"
 
 func routeOf(j githubsim.Job) pool.Job {
 	return pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels}

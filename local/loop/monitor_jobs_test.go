@@ -1,10 +1,15 @@
 package loop
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -47,13 +52,20 @@ func TestCancelledJobExcusedOnlyByAFault(t *testing.T) {
 // TestFailedByItself: a job failed by itself when its runner reported it
 // failed with its script's non-zero exit code; not when it was cancelled while
 // its script ran (the script killed), nor when its runner died (no exit code),
-// nor when it was lost with its runner's registration.
+// nor when it was lost with its runner's registration, nor when its script
+// never started (the container hook's prepare_job failed) or the runner
+// reported an error of its own (the hook's exec of the step broke).
 func TestFailedByItself(t *testing.T) {
 	t.Parallel()
+	started := time.Now()
 	job := func(c githubsim.JobConclusion, code int, lost bool) githubsim.Job {
 		return githubsim.Job{State: githubsim.JobCompleted, Conclusion: c, ExitCode: code, LostRunner: lost,
-			JobSpec: githubsim.JobSpec{Script: FailingScript}}
+			JobSpec: githubsim.JobSpec{Script: FailingScript}, ScriptStartedAt: started, Output: "this job fails by itself\n"}
 	}
+	notStarted := job(githubsim.JobFailure, 1, false)
+	notStarted.ScriptStartedAt, notStarted.Output = time.Time{}, "##[error]failed to determine if the pod is alpine: websocket: close 1006\n"
+	broken := job(githubsim.JobFailure, 1, false)
+	broken.Output = "##[error]error reading from error stream: websocket: close 1006 (abnormal closure)\n"
 	for _, tc := range []struct {
 		name string
 		j    githubsim.Job
@@ -64,6 +76,8 @@ func TestFailedByItself(t *testing.T) {
 		{"its runner died", job(githubsim.JobFailure, 0, false), false},
 		{"lost with its runner's registration", job(githubsim.JobFailure, 1, true), false},
 		{"no script", githubsim.Job{State: githubsim.JobCompleted, Conclusion: githubsim.JobFailure, ExitCode: 1}, false},
+		{"its script never started", notStarted, false},
+		{"the runner reported an error of its own", broken, false},
 	} {
 		if got := FailedByItself(tc.j); got != tc.want {
 			t.Errorf("%s: FailedByItself = %v, want %v", tc.name, got, tc.want)
@@ -187,4 +201,68 @@ func TestWithdrawnFaultExcusesNothing(t *testing.T) {
 	}
 	mustFind(t, "violations", v, fmt.Sprintf("job %d on runner small-a ended cancelled", refused.ID))
 	mustFind(t, "excused", l.Monitor.Excused(), fmt.Sprintf("job %d on runner small-b ended cancelled", twice.ID), evictedFault)
+}
+
+// TestContainerJobRunners: the runners a kubelet restart excuses are those
+// running a container job on a pool in container mode; not a runner running a
+// job without a container there, nor one running a container job on a pool
+// outside container mode (it runs on the runner, with no exec).
+func TestContainerJobRunners(t *testing.T) {
+	t.Parallel()
+	sim, url, _ := simWithRunner(t)
+	cfg, err := pool.Parse([]byte(`
+pools:
+  - name: cmk
+    organization: acme
+    labels: [cmk]
+    maxReplicas: 2
+    kubernetes: {namespace: ns, image: r, serviceAccountName: cmk-runner, containerMode: kubernetes-novolume, jobsNamespace: jobs}
+  - name: small
+    organization: acme
+    labels: [small]
+    maxReplicas: 2
+    kubernetes: {namespace: ns, image: r}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testLoop(t, sim)
+	l.pools.Store(cfg)
+	run := func(name, label string, container bool) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/orgs/acme/actions/runners/registration-token", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token pat")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok struct{ Token string }
+		err = json.NewDecoder(resp.Body).Decode(&tok)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn, err := sim.Register(githubsim.Registration{Token: tok.Token, Scope: scope.Scope{Organization: "acme"}.String(), Name: name,
+			Labels: []string{label}, Ephemeral: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", label}, Duration: time.Minute}
+		if container {
+			spec.Container = &githubsim.JobContainer{Image: "img"}
+		}
+		sim.QueueJob(spec)
+		if _, ok, err := sim.AcquireJob(rn.ID); err != nil || !ok {
+			t.Fatalf("AcquireJob: %v %v", ok, err)
+		}
+	}
+	run("cmk-a-0", "cmk", true)
+	run("cmk-b-0", "cmk", false)
+	run("small-c-0", "small", true)
+	if got := l.containerJobRunners(); !slices.Equal(got, []string{"cmk-a-0"}) {
+		t.Fatalf("containerJobRunners %q, want [cmk-a-0]", got)
+	}
 }

@@ -186,6 +186,7 @@ pools:
     maxReplicas: 1
     kubernetes:
       namespace: %[1]s
+      serviceAccountName: cmk-runner
       image: r
       containerMode: kubernetes
       workVolumeClaim: {storageClassName: work, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
@@ -193,7 +194,7 @@ pools:
     organization: acme
     labels: [cmn]
     maxReplicas: 1
-    kubernetes: {namespace: %[1]s, image: r, containerMode: kubernetes-novolume, jobsNamespace: %[2]s}
+    kubernetes: {namespace: %[1]s, image: r, serviceAccountName: cmn-runner, containerMode: kubernetes-novolume, jobsNamespace: %[2]s}
   - name: small
     organization: acme
     labels: [small]
