@@ -129,6 +129,18 @@ func (m *Monitor) Fault(runner, what string) {
 	m.faults[runner] = append(m.faults[runner], what)
 }
 
+// OnlyExecCut reports whether the only faults that hit runner's pod were
+// kubelet restarts under its container job's exec (RestartKubelet): its job
+// failed with its runner alive, which no busy or death signal of the product
+// can tell from a job that failed by itself, so it is not required to be
+// re-run.
+func (m *Monitor) OnlyExecCut(runner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.faults[runner]
+	return len(f) > 0 && !slices.ContainsFunc(f, func(what string) bool { return what != kubeletCutExec })
+}
+
 // Withdraw takes back the last fault what that Fault recorded for runner: it
 // was not injected after all (an eviction the API refused did nothing to the pod).
 func (m *Monitor) Withdraw(runner, what string) {

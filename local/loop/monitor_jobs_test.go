@@ -3,6 +3,7 @@ package loop
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"testing"
@@ -264,5 +265,20 @@ pools:
 	run("small-c-0", "small", true)
 	if got := l.containerJobRunners(); !slices.Equal(got, []string{"cmk-a-0"}) {
 		t.Fatalf("containerJobRunners %q, want [cmk-a-0]", got)
+	}
+}
+
+// TestOnlyExecCut: a runner only a kubelet restart hit under its container
+// job is "only exec cut"; not one no fault hit, nor one another fault hit too.
+func TestOnlyExecCut(t *testing.T) {
+	t.Parallel()
+	m := newMonitor(slog.New(slog.DiscardHandler))
+	m.Fault("cut", kubeletCutExec)
+	m.Fault("killed", kubeletCutExec)
+	m.Fault("killed", "runner process killed")
+	for runner, want := range map[string]bool{"cut": true, "killed": false, "untouched": false} {
+		if got := m.OnlyExecCut(runner); got != want {
+			t.Errorf("OnlyExecCut(%s) = %v, want %v", runner, got, want)
+		}
 	}
 }
