@@ -17,9 +17,9 @@ type chaosReruns struct {
 	rerun, byItself, budgetSpent int
 	// execCut: failed jobs not re-run whose runner only a kubelet restart hit
 	// (Monitor.OnlyExecCut).
-	execCut int
-	delays                       []time.Duration // a failed attempt's end → its re-run queued
-	problems                     []string
+	execCut  int
+	delays   []time.Duration // a failed attempt's end → its re-run queued
+	problems []string
 }
 
 // rerunsSettled: every job is done, and every job that failed on one of our

@@ -31,7 +31,7 @@ type TraceJob struct {
 	// Container and Services, when set, make it a container job
 	// (githubsim.JobSpec.Container, Services): on a pool in container mode,
 	// its Script runs in a workflow pod (see ContainerJobs).
-	Container *githubsim.JobContainer `yaml:"container"`
+	Container *githubsim.JobContainer  `yaml:"container"`
 	Services  []githubsim.JobContainer `yaml:"services"`
 }
 
