@@ -129,6 +129,13 @@ func (m *Monitor) Fault(runner, what string) {
 	m.faults[runner] = append(m.faults[runner], what)
 }
 
+// Faulted reports whether a fault hit runner's pod.
+func (m *Monitor) Faulted(runner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.faults[runner]) > 0
+}
+
 // OnlyExecCut reports whether the only faults that hit runner's pod were
 // kubelet restarts under its container job's exec (RestartKubelet): its job
 // failed with its runner alive, which no busy or death signal of the product
@@ -544,20 +551,14 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 
 // FailedByItself: j's script exited non-zero on its runner, which reported the
 // job failed (a job whose runner died has no exit code from its script; one
-// cancelled while its script ran has the exit code of the killed script). The
-// script must have started (a container job whose prepare_job failed reports
-// exit code 1 with no script run), and the runner must have reported no error
-// of its own (runnerError: a container hook's exec of the step that broke
-// reports exit code 1 too).
+// cancelled while its script ran has the exit code of the killed script) — or,
+// in a container job, the container hook did (its workflow pod could not be
+// scheduled, say): the job's own failure, its runner alive. A kubelet restart
+// that cut a container job's exec fails it the same way; the chaos run tells
+// those apart by the fault (Monitor.OnlyExecCut).
 func FailedByItself(j githubsim.Job) bool {
-	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner &&
-		!j.ScriptStartedAt.IsZero() && !strings.Contains(j.Output, runnerError)
+	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner
 }
-
-// runnerError starts the lines in which the fake runner's worker reports an
-// error of its own in a job's output (as actions/runner's ##[error]
-// annotations): a container hook that failed, a job container required.
-const runnerError = "##[error]"
 
 func routeOf(j githubsim.Job) pool.Job {
 	return pool.Job{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise, Labels: j.Labels}

@@ -51,34 +51,29 @@ func TestCancelledJobExcusedOnlyByAFault(t *testing.T) {
 }
 
 // TestFailedByItself: a job failed by itself when its runner reported it
-// failed with its script's non-zero exit code; not when it was cancelled while
-// its script ran (the script killed), nor when its runner died (no exit code),
-// nor when it was lost with its runner's registration, nor when its script
-// never started (the container hook's prepare_job failed) or the runner
-// reported an error of its own (the hook's exec of the step broke).
+// failed with its script's non-zero exit code, or its container hook's (an
+// unschedulable workflow pod failed prepare_job); not when it was cancelled
+// while its script ran (the script killed), nor when its runner died (no exit
+// code), nor when it was lost with its runner's registration.
 func TestFailedByItself(t *testing.T) {
 	t.Parallel()
-	started := time.Now()
 	job := func(c githubsim.JobConclusion, code int, lost bool) githubsim.Job {
 		return githubsim.Job{State: githubsim.JobCompleted, Conclusion: c, ExitCode: code, LostRunner: lost,
-			JobSpec: githubsim.JobSpec{Script: FailingScript}, ScriptStartedAt: started, Output: "this job fails by itself\n"}
+			JobSpec: githubsim.JobSpec{Script: FailingScript}}
 	}
-	notStarted := job(githubsim.JobFailure, 1, false)
-	notStarted.ScriptStartedAt, notStarted.Output = time.Time{}, "##[error]failed to determine if the pod is alpine: websocket: close 1006\n"
-	broken := job(githubsim.JobFailure, 1, false)
-	broken.Output = "##[error]error reading from error stream: websocket: close 1006 (abnormal closure)\n"
+	prepareFailed := job(githubsim.JobFailure, 1, false)
+	prepareFailed.Output = "##[error]the workflow pod did not start within 10 s\n"
 	for _, tc := range []struct {
 		name string
 		j    githubsim.Job
 		want bool
 	}{
 		{"its script failed", job(githubsim.JobFailure, 1, false), true},
+		{"its container hook's prepare_job failed", prepareFailed, true},
 		{"cancelled while its script ran", job(githubsim.JobCancelled, 137, false), false},
 		{"its runner died", job(githubsim.JobFailure, 0, false), false},
 		{"lost with its runner's registration", job(githubsim.JobFailure, 1, true), false},
 		{"no script", githubsim.Job{State: githubsim.JobCompleted, Conclusion: githubsim.JobFailure, ExitCode: 1}, false},
-		{"its script never started", notStarted, false},
-		{"the runner reported an error of its own", broken, false},
 	} {
 		if got := FailedByItself(tc.j); got != tc.want {
 			t.Errorf("%s: FailedByItself = %v, want %v", tc.name, got, tc.want)
@@ -270,6 +265,7 @@ pools:
 
 // TestOnlyExecCut: a runner only a kubelet restart hit under its container
 // job is "only exec cut"; not one no fault hit, nor one another fault hit too.
+// Faulted: any fault hit it.
 func TestOnlyExecCut(t *testing.T) {
 	t.Parallel()
 	m := newMonitor(slog.New(slog.DiscardHandler))
@@ -279,6 +275,9 @@ func TestOnlyExecCut(t *testing.T) {
 	for runner, want := range map[string]bool{"cut": true, "killed": false, "untouched": false} {
 		if got := m.OnlyExecCut(runner); got != want {
 			t.Errorf("OnlyExecCut(%s) = %v, want %v", runner, got, want)
+		}
+		if got := m.Faulted(runner); got != (runner != "untouched") {
+			t.Errorf("Faulted(%s) = %v, want %v", runner, got, runner != "untouched")
 		}
 	}
 }
