@@ -15,11 +15,8 @@ import (
 // chaosReruns is what the chaos run's re-runs came to.
 type chaosReruns struct {
 	rerun, byItself, budgetSpent int
-	// execCut: failed jobs not re-run whose runner only a kubelet restart hit
-	// (Monitor.OnlyExecCut).
-	execCut  int
-	delays   []time.Duration // a failed attempt's end → its re-run queued
-	problems []string
+	delays                       []time.Duration // a failed attempt's end → its re-run queued
+	problems                     []string
 }
 
 // rerunsSettled: every job is done, and every job that failed on one of our
@@ -61,8 +58,9 @@ func (w *world) rerunDecision(j githubsim.Job) (rerun.Candidate, bool) {
 // checkReruns judges the re-runs of a settled run, with budget re-runs per
 // workflow run: no job is re-run twice; a job that failed by itself
 // (loop.FailedByItself) is never re-run; every other failed job — its runner died under an injected fault —
-// is re-run, unless its run's budget is spent or only a kubelet restart cut
-// its container job's exec (Monitor.OnlyExecCut: its runner lived); and every workflow run ends
+// is re-run, unless its run's budget is spent (a container job whose exec a
+// kubelet restart cut failed with its runner alive: by itself, as far as
+// anyone can tell); and every workflow run ends
 // with a successful attempt, or one that failed by itself, or a spent budget.
 func (w *world) checkReruns(budget int) chaosReruns {
 	var out chaosReruns
@@ -100,11 +98,6 @@ func (w *world) checkReruns(budget int) chaosReruns {
 			out.rerun++
 		case j.RunAttempt > budget:
 			out.budgetSpent++
-		case w.loop.Monitor.OnlyExecCut(j.RunnerName):
-			// A kubelet restart cut its container job's exec: it failed with its
-			// runner alive, which the product cannot tell from a failure of the
-			// job's own.
-			out.execCut++
 		default:
 			c, _ := w.rerunDecision(j)
 			out.problems = append(out.problems, fmt.Sprintf("job %d (attempt %d, runner %s) ended %s and was not re-run: %s %s (cause %q)",
@@ -112,7 +105,7 @@ func (w *world) checkReruns(budget int) chaosReruns {
 		}
 	}
 	for run, j := range last {
-		if j.Conclusion != githubsim.JobSuccess && !loop.FailedByItself(j) && j.RunAttempt <= budget && !w.loop.Monitor.OnlyExecCut(j.RunnerName) {
+		if j.Conclusion != githubsim.JobSuccess && !loop.FailedByItself(j) && j.RunAttempt <= budget {
 			out.problems = append(out.problems, fmt.Sprintf("run %d ended with job %d (attempt %d) %s", run, j.ID, j.RunAttempt, j.Conclusion))
 		}
 	}
@@ -122,7 +115,6 @@ func (w *world) checkReruns(budget int) chaosReruns {
 
 func (r chaosReruns) String() string {
 	return fmt.Sprintf("%d jobs re-run after their runner died (failure → re-run queued p50 %s p95 %s), %d failed by themselves (none re-run), "+
-		"%d runs out of re-run budget, %d container jobs failed as a kubelet restart cut their exec (not re-run)", r.rerun,
-		loop.Percentile(r.delays, 50).Round(time.Millisecond), loop.Percentile(r.delays, 95).Round(time.Millisecond), r.byItself,
-		r.budgetSpent, r.execCut)
+		"%d runs out of re-run budget", r.rerun, loop.Percentile(r.delays, 50).Round(time.Millisecond),
+		loop.Percentile(r.delays, 95).Round(time.Millisecond), r.byItself, r.budgetSpent)
 }
