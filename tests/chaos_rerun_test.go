@@ -58,7 +58,9 @@ func (w *world) rerunDecision(j githubsim.Job) (rerun.Candidate, bool) {
 // checkReruns judges the re-runs of a settled run, with budget re-runs per
 // workflow run: no job is re-run twice; a job that failed by itself
 // (loop.FailedByItself) is never re-run; every other failed job — its runner died under an injected fault —
-// is re-run, unless its run's budget is spent; and every workflow run ends
+// is re-run, unless its run's budget is spent (a container job whose exec a
+// kubelet restart cut failed with its runner alive: by itself, as far as
+// anyone can tell); and every workflow run ends
 // with a successful attempt, or one that failed by itself, or a spent budget.
 func (w *world) checkReruns(budget int) chaosReruns {
 	var out chaosReruns

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 	"github.com/runnerscaler/runnerscaler/local/loop"
 	"github.com/runnerscaler/runnerscaler/local/testenv"
@@ -79,13 +80,19 @@ func TestChaos(t *testing.T) {
 	// A job whose queued delivery is lost twice waits for two recovery rounds: the
 	// wait bound is a minute here.
 	seed := uint64(time.Now().UnixNano())
+	cm := newContainerModeStack(t, chaosMemoryLimit)
 	w := newWorldWith(t, chaosPools, loop.Options{SweepEvery: time.Second, Lease: 3 * time.Second, SweeperKube: sweeperKube,
 		WaitBound: time.Minute,
 		BusyLie:   loop.ScaledBusyLie(time.Second, seed),
-		Chaos:     loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}}, chaosTemplate)
+		Chaos:     loop.Chaos{Drop: 0.2, Duplicate: 0.2, Delay: 300 * time.Millisecond, KillSweeps: 0.15}}, chaosTemplate,
+		cm.template, cm.storageClass, cm.jobsNamespace)
+	cm.prepare(t, w)
 	const rate = 1.0 // jobs per second: what the node sustains with these faults on 2 cores
-	// One job in 20 fails by itself (its script exits 1): never re-run.
-	stream := loop.FailEvery(loop.Generate(w.cfg, jobs, rate, time.Second, 3*time.Second, seed), 20)
+	// One job in 20 fails by itself (its script exits 1): never re-run. One
+	// in chaosContainerEvery is a container job, on the container-mode pools
+	// in turn; the others go to the other pools.
+	stream := loop.FailEvery(loop.Generate(&pool.Config{Pools: w.cfg.Pools[:3]}, jobs, rate, time.Second, 3*time.Second, seed), 20)
+	stream = loop.ContainerJobs(stream, chaosContainerEvery, []*pool.Pool{&w.cfg.Pools[3], &w.cfg.Pools[4]}, cm.jobImage)
 	start := time.Now()
 	done := make(chan struct{})
 	go func() {
@@ -134,8 +141,11 @@ func TestChaos(t *testing.T) {
 	reruns := w.checkReruns(chaosRerunBudget)
 	// A persistent runner told "busy" while being stopped is asked again after a
 	// back-off of up to 5 minutes (internal/reconcile), meanwhile idle: hence 6.
+	// Back to zero includes, for the container-mode pools, no workflow pod or
+	// hooks' Secret in the hook namespaces and no work claim (Leftovers).
 	w.waitFor("back to zero", 6*time.Minute, w.quiescent)
 	w.noJobCountedTwiceOrNowhere()
+	containerJobs := checkContainerJobs(t, w)
 	f := w.loop.Faults()
 	ws, on := w.loop.Waits(), w.loop.Monitor.OnlineLatencies()
 	t.Logf("%d jobs run in %s (%v); delivery and API faults: %d deliveries lost, %d duplicated, %d delayed, "+
@@ -155,6 +165,7 @@ func TestChaos(t *testing.T) {
 		seed, w.loop.Sim.BusyLiesTold(), w.loop.Monitor.JobsLostToRemoval(), w.loop.Monitor.Handovers(), busySignals(w.loop.BusySignalMetrics()),
 		checkWindows(w.loop.RemovalCheckWindows()))
 	t.Logf("re-runs (%d per workflow run): %s", chaosRerunBudget, reruns)
+	t.Logf("container jobs (one in %d, with a service): %s", chaosContainerEvery, containerJobs)
 	for _, p := range reruns.problems {
 		t.Error(p)
 	}
@@ -332,7 +343,71 @@ func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { retur
 // chaosTemplate gives the runner containers a memory limit, for the OOM kills:
 // 24,000 pages of 4 KiB exactly (see loop.OOMKill).
 func chaosTemplate(img string) string {
-	return loop.Template{Image: img, MemoryLimit: "98304000"}.Spec()
+	return loop.Template{Image: img, MemoryLimit: chaosMemoryLimit}.Spec()
+}
+
+// chaosMemoryLimit: 24,000 pages of 4 KiB.
+const chaosMemoryLimit = "98304000"
+
+// chaosContainerEvery: one job in this many of the chaos stream is a
+// container job (about 14%).
+const chaosContainerEvery = 7
+
+// containerJobsSummary counts the chaos run's container jobs by pool and end.
+type containerJobsSummary map[string]map[string]int
+
+func (s containerJobsSummary) String() string {
+	var parts []string
+	for _, p := range slices.Sorted(maps.Keys(s)) {
+		parts = append(parts, fmt.Sprintf("%s %v", p, s[p]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// checkContainerJobs: every container job that succeeded, or failed with its
+// runner alive and no fault on it, ran its script in its runner's workflow pod
+// (the script names its host: the workflow pod's name), not on the runner —
+// a failure of the hooks' own (prepare_job) shows here; and the container-mode
+// pools ran some. The
+// monitor has judged them as every job (how they ended, how many each runner
+// ran, how long they waited).
+func checkContainerJobs(t *testing.T, w *world) containerJobsSummary {
+	t.Helper()
+	out := containerJobsSummary{}
+	for _, j := range w.loop.Sim.Jobs() {
+		if j.Container == nil {
+			continue
+		}
+		p, _ := w.cfg.Route(pool.Job{Repository: j.Repository, Organization: j.Organization, Labels: j.Labels}, nil)
+		name := "unrouted"
+		if p != nil {
+			name = p.Name + " (" + p.Kubernetes.ContainerMode + ")"
+		}
+		// A job that failed with its runner alive (loop.FailedByItself) failed
+		// in its script, in the workflow pod, unless a fault hit its runner: a
+		// kubelet restart cuts the hooks' exec, in prepare_job too.
+		end, ran := string(j.Conclusion), strings.Contains(j.Output, "ran in "+runnerpod.WorkflowPodName(j.RunnerName)+"\n")
+		switch {
+		case loop.FailedByItself(j) && w.loop.Monitor.OnlyExecCut(j.RunnerName):
+			end = "failed as a kubelet restart cut its exec"
+		case loop.FailedByItself(j):
+			end = "failed by itself"
+		}
+		if out[name] == nil {
+			out[name] = map[string]int{}
+		}
+		out[name][end]++
+		if (j.Conclusion == githubsim.JobSuccess || (loop.FailedByItself(j) && !w.loop.Monitor.Faulted(j.RunnerName))) && !ran {
+			t.Errorf("container job %d on %s ended %s, output:\n%s\nwant its script run in its workflow pod %s", j.ID, j.RunnerName,
+				j.Conclusion, j.Output, runnerpod.WorkflowPodName(j.RunnerName))
+		}
+	}
+	for _, p := range w.cfg.Pools[3:] {
+		if out[p.Name+" ("+p.Kubernetes.ContainerMode+")"][string(githubsim.JobSuccess)] == 0 {
+			t.Errorf("container jobs %s: pool %s ran none to success", out, p.Name)
+		}
+	}
+	return out
 }
 
 // chaosRerunBudget is the chaos pools' rerunsPerRun: a re-run may be hit by another fault.
@@ -362,6 +437,30 @@ pools:
     scaleDownDelaySecondsAfterScaleOut: 1
     rerunsPerRun: 3
     kubernetes: {namespace: %[1]s, template: %[2]s}
+  - name: cmk
+    organization: acme
+    labels: [cmk]
+    maxReplicas: 3
+    scaleDownDelaySecondsAfterScaleOut: 1
+    rerunsPerRun: 3
+    kubernetes:
+      namespace: %[1]s
+      serviceAccountName: cmk-runner
+      containerMode: kubernetes
+      workVolumeClaim: {storageClassName: %[4]s, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+      template: %[3]s
+  - name: cmn
+    organization: acme
+    labels: [cmn]
+    maxReplicas: 3
+    scaleDownDelaySecondsAfterScaleOut: 1
+    rerunsPerRun: 3
+    kubernetes:
+      namespace: %[1]s
+      serviceAccountName: cmn-runner
+      containerMode: kubernetes-novolume
+      jobsNamespace: %[5]s
+      template: %[3]s
 `
 
 // TestChaosUnpullableImage: a pool whose image cannot be pulled (the kubelet

@@ -163,6 +163,57 @@ func TestContainerJobsRunInWorkflowPods(t *testing.T) {
 	}
 }
 
+// containerModeStack is what container-mode pools need on the stack (see
+// TestContainerJobsRunInWorkflowPods): their runner template (with the runner
+// pods' in-cluster access), the job image, a StorageClass for kubernetes
+// mode's work claim and a jobs namespace for kubernetes-novolume's workflow
+// pods. The chaos run and BenchmarkContainerJobFirstStep use it.
+type containerModeStack struct {
+	kube        kubernetes.Interface
+	access      testenv.InClusterAccess
+	class       string
+	jobs        string
+	jobImage    string
+	memoryLimit string
+}
+
+// newContainerModeStack prepares it, the runner containers limited to
+// memoryLimit ("": none).
+func newContainerModeStack(t testing.TB, memoryLimit string) *containerModeStack {
+	kube, jobs := testenv.Namespace(t)
+	return &containerModeStack{kube: kube, access: testenv.PrepareInClusterAccess(t, kube), class: storageClass(t, kube),
+		jobs: jobs, jobImage: jobImage(t), memoryLimit: memoryLimit}
+}
+
+// template is the runner template of image img with the in-cluster access
+// the hooks use.
+func (c *containerModeStack) template(img string) string {
+	return loop.Template{Image: img, MemoryLimit: c.memoryLimit, Env: c.access.Env(),
+		Volumes:      []corev1.Volume{c.access.Volume("kube-api-access-stack")},
+		VolumeMounts: []corev1.VolumeMount{c.access.VolumeMount("kube-api-access-stack")}}.Spec()
+}
+
+func (c *containerModeStack) storageClass(string) string  { return c.class }
+func (c *containerModeStack) jobsNamespace(string) string { return c.jobs }
+
+// workVolumeClaim is a kubernetes-mode pool's workVolumeClaim field.
+func (c *containerModeStack) workVolumeClaim() string {
+	return fmt.Sprintf("workVolumeClaim: {storageClassName: %s, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}", c.class)
+}
+
+// prepare gives the runners' namespace the stack's CA, the container-mode
+// pools their hooks' RBAC, and their runner pods' ephemeral work volumes the
+// controllers the stack lacks (testenv.EphemeralVolumes).
+func (c *containerModeStack) prepare(t testing.TB, w *world) {
+	testenv.PrepareInClusterAccess(t, c.kube, w.ns)
+	for i := range w.cfg.Pools {
+		if p := &w.cfg.Pools[i]; p.Kubernetes.InContainerMode() {
+			applyHookRBAC(t, c.kube, p)
+		}
+	}
+	testenv.EphemeralVolumes(t, c.kube, w.ns, t.TempDir())
+}
+
 // hooksLeftovers are the pods and Secrets labelled runner-pod in the hook
 // namespace and the claims in the runners' namespace.
 func hooksLeftovers(t *testing.T, w *world, hookNS, runners string) []string {
@@ -195,7 +246,7 @@ func hooksLeftovers(t *testing.T, w *world, hookNS, runners string) []string {
 // storageClass is a StorageClass for the work volumes, whose claims
 // testenv.EphemeralVolumes provisions (the stack runs no provisioner); it is
 // deleted after the test.
-func storageClass(t *testing.T, kube kubernetes.Interface) string {
+func storageClass(t testing.TB, kube kubernetes.Interface) string {
 	t.Helper()
 	name := testenv.Name("work")
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "runnerscaler.dev/testenv-ephemeral-volumes"}

@@ -21,7 +21,7 @@ import (
 )
 
 // applyHookRBAC creates hookrbac's objects for p on the stack's API server.
-func applyHookRBAC(t *testing.T, cs kubernetes.Interface, p *pool.Pool) {
+func applyHookRBAC(t testing.TB, cs kubernetes.Interface, p *pool.Pool) {
 	t.Helper()
 	ctx := t.Context()
 	for _, obj := range hookrbac.Objects(p) {

@@ -98,6 +98,9 @@ type result struct {
 	Conclusion string `json:"conclusion"`
 	Output     string `json:"output,omitempty"`
 	ExitCode   int    `json:"exit_code,omitempty"`
+	// ScriptStartedAt: when the job's script (its first step) started; zero
+	// when it never did.
+	ScriptStartedAt *time.Time `json:"script_started_at,omitempty"`
 }
 
 // register: POST /_runner/registrations.

@@ -30,3 +30,17 @@ func TestUsesHook(t *testing.T) {
 		})
 	}
 }
+
+// TestPreparationFailed: a job whose prepare_job failed while it was being
+// cancelled (its runner stopping) ends cancelled, as actions/runner ends a job
+// cancelled in any step; otherwise it fails with the hook's exit code 1. (A
+// stopped runner's container job reported as failed was taken, by the
+// sweeper's re-run rule, for one that failed by itself.)
+func TestPreparationFailed(t *testing.T) {
+	if c, code, w := preparationFailed(true); c != "cancelled" || code != 0 || w != workerCancelled {
+		t.Errorf("cancelled meanwhile: %s, exit %d, worker %d; want cancelled, 0, %d", c, code, w, workerCancelled)
+	}
+	if c, code, w := preparationFailed(false); c != "failure" || code != 1 || w != workerFailed {
+		t.Errorf("not cancelled: %s, exit %d, worker %d; want failure, 1, %d", c, code, w, workerFailed)
+	}
+}

@@ -607,6 +607,13 @@ func TestJobScript(t *testing.T) {
 	if got := e.job(ok.ID); got.Conclusion != githubsim.JobSuccess || got.ExitCode != 0 || got.Output != "uid 1001\n0\nto-stderr\n" {
 		t.Fatalf("job %+v: want success with the script's output, run as uid 1001 without runner inputs", got)
 	}
+	// The script's start (the job's first step) comes back with the result:
+	// within the job, on this machine's clock.
+	for _, id := range []int64{ok.ID, failing.ID} {
+		if got := e.job(id); got.ScriptStartedAt.Before(got.StartedAt) || got.ScriptStartedAt.After(got.EndedAt) {
+			t.Fatalf("job %d: script started at %s, want within the job (%s – %s)", id, got.ScriptStartedAt, got.StartedAt, got.EndedAt)
+		}
+	}
 	if got := e.job(failing.ID); got.Conclusion != githubsim.JobFailure || got.ExitCode != 3 || got.Output != "failing\n" {
 		t.Fatalf("job %+v: want failure, exit code 3", got)
 	}

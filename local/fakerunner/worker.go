@@ -235,12 +235,14 @@ func work(env Env, root string, args []string) int {
 			}
 			if err != nil {
 				out.WriteString("##[error]" + err.Error() + "\n")
-				res.Conclusion, res.ExitCode, code = "failure", 1, workerFailed
+				res.Conclusion, res.ExitCode, code = preparationFailed(ctx.Err() != nil)
 			}
 		}
 	}
 	if code == workerSucceeded && msg.Job.Script != "" {
 		var stopped bool
+		at := time.Now()
+		res.ScriptStartedAt = &at
 		if cj != nil {
 			var err error
 			res.ExitCode, err = cj.run(ctx, msg.Job.Script, &out)
@@ -303,6 +305,18 @@ func work(env Env, root string, args []string) int {
 	}
 	_ = f.Close()
 	return code
+}
+
+// preparationFailed is how a job ends whose "Initialize containers"
+// (prepare_job) failed: cancelled when the job was being cancelled meanwhile
+// (its runner stopping, the listener gone) — the failure is the
+// cancellation's, and actions/runner ends a job cancelled in any step as
+// cancelled — and failed otherwise, with exit code 1 (the hook's).
+func preparationFailed(cancelled bool) (conclusion string, exitCode, workerCode int) {
+	if cancelled {
+		return "cancelled", 0, workerCancelled
+	}
+	return "failure", 1, workerFailed
 }
 
 // The hooks' variables, as actions/runner reads them from its environment.

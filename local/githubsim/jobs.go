@@ -105,6 +105,11 @@ type Job struct {
 	// reported it, at most MaxJobOutput bytes), and ExitCode its exit code.
 	Output   string
 	ExitCode int
+	// ScriptStartedAt is when the runner's worker started the job's Script
+	// (its first step: in a container job, after the job's containers were
+	// prepared), as the runner reported it with the result (zero: no script,
+	// or none reported).
+	ScriptStartedAt time.Time
 	// LostRunner: the job failed because its runner was removed through the
 	// REST API while it ran (possible while the REST busy flag lies, see
 	// BusyLie); FailureReason is GitHub's message for it (LostRunnerReason).

@@ -21,7 +21,7 @@ package githubsim
 //	GET    /_runner/sessions/{session_id}/job  long-poll for a job (?wait=10s): 200 with the job, 204 when none came
 //	DELETE /_runner/sessions/{session_id}      run.sh disconnects: the runner goes offline
 //	POST   /_runner/jobs/{job_id}/result       Runner.Worker reports the job's conclusion, and its
-//	                                           script's output and exit code when it had one
+//	                                           script's output, exit code and start when it had one
 //	                                           (Authorization: Bearer <the job's token>)
 //
 // A session no poll touched for Options.SessionTimeout ends, and its runner goes
@@ -359,9 +359,9 @@ func (s *Server) agentPollJob(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentJobResult: POST /_runner/jobs/{job_id}/result {"conclusion": "success" |
-// "failure" | "cancelled", "output": ..., "exit_code": ...}: the job completes and
-// its runner is freed (an ephemeral one deleted); output and exit_code (of the
-// job's script) are optional. A job lost because its runner was removed under it
+// "failure" | "cancelled", "output": ..., "exit_code": ..., "script_started_at":
+// ...}: the job completes and its runner is freed (an ephemeral one deleted);
+// output, exit_code and script_started_at (of the job's script) are optional. A job lost because its runner was removed under it
 // (Job.LostRunner) answers 410 and keeps its failure.
 func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 	jobID, _ := strconv.ParseInt(r.PathValue("job_id"), 10, 64)
@@ -369,6 +369,9 @@ func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 		Conclusion JobConclusion `json:"conclusion"`
 		Output     string        `json:"output"`
 		ExitCode   int           `json:"exit_code"`
+		// ScriptStartedAt: when the worker started the job's script (its
+		// first step), on the runner's clock, which is this machine's.
+		ScriptStartedAt time.Time `json:"script_started_at"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil ||
 		(req.Conclusion != JobSuccess && req.Conclusion != JobFailure && req.Conclusion != JobCancelled) {
@@ -393,8 +396,8 @@ func (s *Server) agentJobResult(w http.ResponseWriter, r *http.Request) {
 		if len(req.Output) > MaxJobOutput {
 			req.Output = req.Output[:MaxJobOutput]
 		}
-		s.jobs[jobID].Output, s.jobs[jobID].ExitCode = req.Output, req.ExitCode
-		j.Output, j.ExitCode = req.Output, req.ExitCode
+		s.jobs[jobID].Output, s.jobs[jobID].ExitCode, s.jobs[jobID].ScriptStartedAt = req.Output, req.ExitCode, req.ScriptStartedAt
+		j.Output, j.ExitCode, j.ScriptStartedAt = req.Output, req.ExitCode, req.ScriptStartedAt
 	}
 	delete(s.agents.jobTokens, token)
 	s.mu.Unlock()

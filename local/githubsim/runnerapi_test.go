@@ -291,16 +291,18 @@ func TestAgentJobLifecycle(t *testing.T) {
 	if got := e.result(j, "maybe"); got != 422 {
 		t.Fatalf("unknown conclusion: %d, want 422", got)
 	}
+	scriptStart := time.Date(2026, 12, 7, 12, 0, 0, 123456789, time.UTC)
 	if got := e.call("POST", "/_runner/jobs/"+strconv.FormatInt(j.ID, 10)+"/result", "Bearer "+j.Token,
-		map[string]any{"conclusion": "failure", "output": "hi\n", "exit_code": 3}, nil).StatusCode; got != 204 {
+		map[string]any{"conclusion": "failure", "output": "hi\n", "exit_code": 3, "script_started_at": scriptStart}, nil).StatusCode; got != 204 {
 		t.Fatalf("result: %d", got)
 	}
 	if got := e.result(j, "success"); got != 401 {
 		t.Fatalf("second result: %d, want 401 (the job's token is spent)", got)
 	}
 	jobs := e.sim.Jobs()
-	if done := jobs[j.ID-1]; done.State != githubsim.JobCompleted || done.Conclusion != githubsim.JobFailure || done.Output != "hi\n" || done.ExitCode != 3 {
-		t.Fatalf("job after its result: %+v", done)
+	if done := jobs[j.ID-1]; done.State != githubsim.JobCompleted || done.Conclusion != githubsim.JobFailure || done.Output != "hi\n" || done.ExitCode != 3 ||
+		!done.ScriptStartedAt.Equal(scriptStart) {
+		t.Fatalf("job after its result: %+v (want the script's start %s recorded)", done, scriptStart)
 	}
 	if _, ok := e.sim.RunningJob(id); ok {
 		t.Fatal("RunningJob after the result")

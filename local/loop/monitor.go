@@ -46,7 +46,8 @@ import (
 //   - an ephemeral runner runs at most one job, however often its container restarts;
 //   - no job stays queued longer than the wait bound while its pool has fewer
 //     runners than it has jobs and room for more (unless a fault hit the pool);
-//   - at quiescence nothing is left (Loop.Leftovers).
+//   - at quiescence nothing is left (Loop.Leftovers), workflow pods, the
+//     hooks' Secrets and work claims of container-mode pools included.
 type Monitor struct {
 	log        *slog.Logger
 	mu         sync.Mutex
@@ -126,6 +127,25 @@ func (m *Monitor) Fault(runner, what string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.faults[runner] = append(m.faults[runner], what)
+}
+
+// Faulted reports whether a fault hit runner's pod.
+func (m *Monitor) Faulted(runner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.faults[runner]) > 0
+}
+
+// OnlyExecCut reports whether the only faults that hit runner's pod were
+// kubelet restarts under its container job's exec (RestartKubelet): its job
+// failed with its runner alive, which no busy or death signal of the product
+// can tell from a job that failed by itself, so it is not required to be
+// re-run.
+func (m *Monitor) OnlyExecCut(runner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := m.faults[runner]
+	return len(f) > 0 && !slices.ContainsFunc(f, func(what string) bool { return what != kubeletCutExec })
 }
 
 // Withdraw takes back the last fault what that Fault recorded for runner: it
@@ -531,7 +551,11 @@ func (l *Loop) judgeJobs(jobs []githubsim.Job) {
 
 // FailedByItself: j's script exited non-zero on its runner, which reported the
 // job failed (a job whose runner died has no exit code from its script; one
-// cancelled while its script ran has the exit code of the killed script).
+// cancelled while its script ran has the exit code of the killed script) — or,
+// in a container job, the container hook did (its workflow pod could not be
+// scheduled, say): the job's own failure, its runner alive. A kubelet restart
+// that cut a container job's exec fails it the same way; the chaos run tells
+// those apart by the fault (Monitor.OnlyExecCut).
 func FailedByItself(j githubsim.Job) bool {
 	return j.Conclusion == githubsim.JobFailure && j.Script != "" && j.ExitCode != 0 && !j.LostRunner
 }
@@ -631,7 +655,8 @@ func (l *Loop) liveRunners(ctx context.Context, p *pool.Pool) (int, bool) {
 
 // Leftovers lists what the pools have left that nothing explains at quiescence:
 // StatefulSets, pods (those Terminating with our finalizer named as such),
-// Secrets, and runners on GitHub. Containers of deleted pods are the kubelet's
+// Secrets, runners on GitHub, and what the container hooks made for the pools
+// in container mode (hookLeftovers). Containers of deleted pods are the kubelet's
 // business, not the product's: they are not looked at.
 func (l *Loop) Leftovers(ctx context.Context) ([]string, error) {
 	var out []string
@@ -669,10 +694,61 @@ func (l *Loop) Leftovers(ctx context.Context) ([]string, error) {
 			out = append(out, "secret "+ns+"/"+s.Name)
 		}
 	}
+	hooks, err := l.hookLeftovers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, hooks...)
 	for _, r := range l.Sim.Runners() {
 		out = append(out, fmt.Sprintf("github runner %s (id %d)", r.Name, r.ID))
 	}
 	sort.Strings(out)
+	return out, nil
+}
+
+// hookLeftovers lists, for the pools in container mode, what the container
+// hooks made and nothing removed: workflow pods and the hooks' Secrets
+// (labelled runner-pod) in the hook namespaces, and the work claims of
+// kubernetes-mode runner pods in the runners' namespaces. A runner killed
+// mid-job leaves its workflow pod for the sweeper to remove
+// (reconcile.Options.WorkflowPodGrace).
+func (l *Loop) hookLeftovers(ctx context.Context) ([]string, error) {
+	var out []string
+	hookNS, claimNS := map[string]bool{}, map[string]bool{}
+	for _, p := range l.Pools().Pools {
+		if ns := p.Kubernetes.HookNamespace(); ns != "" {
+			hookNS[ns] = true
+		}
+		if p.Kubernetes.ContainerMode == pool.ContainerModeKubernetes {
+			claimNS[p.Kubernetes.Namespace] = true
+		}
+	}
+	opts := metav1.ListOptions{LabelSelector: runnerpod.LabelHookRunnerPod}
+	for _, ns := range slices.Sorted(maps.Keys(hookNS)) {
+		pods, err := l.opts.Kube.CoreV1().Pods(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, pod := range pods.Items {
+			out = append(out, "workflow pod "+ns+"/"+pod.Name)
+		}
+		secrets, err := l.opts.Kube.CoreV1().Secrets(ns).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range secrets.Items {
+			out = append(out, "the hooks' secret "+ns+"/"+s.Name)
+		}
+	}
+	for _, ns := range slices.Sorted(maps.Keys(claimNS)) {
+		claims, err := l.opts.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range claims.Items {
+			out = append(out, "work claim "+ns+"/"+c.Name)
+		}
+	}
 	return out, nil
 }
 

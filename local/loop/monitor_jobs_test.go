@@ -1,10 +1,16 @@
 package loop
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/runnerscaler/runnerscaler/internal/pool"
+	"github.com/runnerscaler/runnerscaler/internal/scope"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
 )
 
@@ -45,21 +51,25 @@ func TestCancelledJobExcusedOnlyByAFault(t *testing.T) {
 }
 
 // TestFailedByItself: a job failed by itself when its runner reported it
-// failed with its script's non-zero exit code; not when it was cancelled while
-// its script ran (the script killed), nor when its runner died (no exit code),
-// nor when it was lost with its runner's registration.
+// failed with its script's non-zero exit code, or its container hook's (an
+// unschedulable workflow pod failed prepare_job); not when it was cancelled
+// while its script ran (the script killed), nor when its runner died (no exit
+// code), nor when it was lost with its runner's registration.
 func TestFailedByItself(t *testing.T) {
 	t.Parallel()
 	job := func(c githubsim.JobConclusion, code int, lost bool) githubsim.Job {
 		return githubsim.Job{State: githubsim.JobCompleted, Conclusion: c, ExitCode: code, LostRunner: lost,
 			JobSpec: githubsim.JobSpec{Script: FailingScript}}
 	}
+	prepareFailed := job(githubsim.JobFailure, 1, false)
+	prepareFailed.Output = "##[error]the workflow pod did not start within 10 s\n"
 	for _, tc := range []struct {
 		name string
 		j    githubsim.Job
 		want bool
 	}{
 		{"its script failed", job(githubsim.JobFailure, 1, false), true},
+		{"its container hook's prepare_job failed", prepareFailed, true},
 		{"cancelled while its script ran", job(githubsim.JobCancelled, 137, false), false},
 		{"its runner died", job(githubsim.JobFailure, 0, false), false},
 		{"lost with its runner's registration", job(githubsim.JobFailure, 1, true), false},
@@ -187,4 +197,87 @@ func TestWithdrawnFaultExcusesNothing(t *testing.T) {
 	}
 	mustFind(t, "violations", v, fmt.Sprintf("job %d on runner small-a ended cancelled", refused.ID))
 	mustFind(t, "excused", l.Monitor.Excused(), fmt.Sprintf("job %d on runner small-b ended cancelled", twice.ID), evictedFault)
+}
+
+// TestContainerJobRunners: the runners a kubelet restart excuses are those
+// running a container job on a pool in container mode; not a runner running a
+// job without a container there, nor one running a container job on a pool
+// outside container mode (it runs on the runner, with no exec).
+func TestContainerJobRunners(t *testing.T) {
+	t.Parallel()
+	sim, url, _ := simWithRunner(t)
+	cfg, err := pool.Parse([]byte(`
+pools:
+  - name: cmk
+    organization: acme
+    labels: [cmk]
+    maxReplicas: 2
+    kubernetes: {namespace: ns, image: r, serviceAccountName: cmk-runner, containerMode: kubernetes-novolume, jobsNamespace: jobs}
+  - name: small
+    organization: acme
+    labels: [small]
+    maxReplicas: 2
+    kubernetes: {namespace: ns, image: r}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testLoop(t, sim)
+	l.pools.Store(cfg)
+	run := func(name, label string, container bool) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), "POST", url+"/orgs/acme/actions/runners/registration-token", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "token pat")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok struct{ Token string }
+		err = json.NewDecoder(resp.Body).Decode(&tok)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rn, err := sim.Register(githubsim.Registration{Token: tok.Token, Scope: scope.Scope{Organization: "acme"}.String(), Name: name,
+			Labels: []string{label}, Ephemeral: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := githubsim.JobSpec{Repository: "acme/app", Organization: "acme", Labels: []string{"self-hosted", label}, Duration: time.Minute}
+		if container {
+			spec.Container = &githubsim.JobContainer{Image: "img"}
+		}
+		sim.QueueJob(spec)
+		if _, ok, err := sim.AcquireJob(rn.ID); err != nil || !ok {
+			t.Fatalf("AcquireJob: %v %v", ok, err)
+		}
+	}
+	run("cmk-a-0", "cmk", true)
+	run("cmk-b-0", "cmk", false)
+	run("small-c-0", "small", true)
+	if got := l.containerJobRunners(); !slices.Equal(got, []string{"cmk-a-0"}) {
+		t.Fatalf("containerJobRunners %q, want [cmk-a-0]", got)
+	}
+}
+
+// TestOnlyExecCut: a runner only a kubelet restart hit under its container
+// job is "only exec cut"; not one no fault hit, nor one another fault hit too.
+// Faulted: any fault hit it.
+func TestOnlyExecCut(t *testing.T) {
+	t.Parallel()
+	m := newMonitor(slog.New(slog.DiscardHandler))
+	m.Fault("cut", kubeletCutExec)
+	m.Fault("killed", kubeletCutExec)
+	m.Fault("killed", "runner process killed")
+	for runner, want := range map[string]bool{"cut": true, "killed": false, "untouched": false} {
+		if got := m.OnlyExecCut(runner); got != want {
+			t.Errorf("OnlyExecCut(%s) = %v, want %v", runner, got, want)
+		}
+		if got := m.Faulted(runner); got != (runner != "untouched") {
+			t.Errorf("Faulted(%s) = %v, want %v", runner, got, runner != "untouched")
+		}
+	}
 }

@@ -9,11 +9,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/runnerscaler/runnerscaler/internal/pool"
 	"github.com/runnerscaler/runnerscaler/internal/runnerpod"
 	"github.com/runnerscaler/runnerscaler/internal/sweeper"
 	"github.com/runnerscaler/runnerscaler/local/githubsim"
@@ -162,6 +164,85 @@ func TestLeftovers(t *testing.T) {
 		"secret " + ns + "/small-x",
 		"statefulset " + ns + "/small-x",
 	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("leftovers %q, want %q", got, want)
+	}
+}
+
+// TestHookLeftovers: for the pools in container mode, the workflow pods and
+// the hooks' Secrets (labelled runner-pod) in the hook namespaces and the
+// claims in a kubernetes-mode pool's runner namespace are leftovers; objects
+// without the label, and claims beside pools not in kubernetes mode, are not.
+func TestHookLeftovers(t *testing.T) {
+	t.Parallel()
+	kube, runners := testenv.Namespace(t)
+	_, jobs := testenv.Namespace(t)
+	_, plain := testenv.Namespace(t)
+	cfg, err := pool.Parse(fmt.Appendf(nil, `
+pools:
+  - name: cmk
+    organization: acme
+    labels: [cmk]
+    maxReplicas: 1
+    kubernetes:
+      namespace: %[1]s
+      serviceAccountName: cmk-runner
+      image: r
+      containerMode: kubernetes
+      workVolumeClaim: {storageClassName: work, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+  - name: cmn
+    organization: acme
+    labels: [cmn]
+    maxReplicas: 1
+    kubernetes: {namespace: %[1]s, image: r, serviceAccountName: cmn-runner, containerMode: kubernetes-novolume, jobsNamespace: %[2]s}
+  - name: small
+    organization: acme
+    labels: [small]
+    maxReplicas: 1
+    kubernetes: {namespace: %[3]s, image: r}
+`, runners, jobs, plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := testLoopIn(t, githubsim.New(githubsim.Options{}), kube, plain)
+	l.pools.Store(cfg)
+	ctx := t.Context()
+	label := map[string]string{runnerpod.LabelHookRunnerPod: "cmk-x-0"}
+	spec := corev1.PodSpec{SchedulerName: "runnerscaler.dev/no-scheduler", Containers: []corev1.Container{{Name: "job", Image: "r"}}}
+	claim := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	}
+	for _, ns := range []string{runners, jobs, plain} {
+		for _, p := range []*corev1.Pod{{ObjectMeta: metav1.ObjectMeta{Name: "cmk-x-0-workflow", Labels: label}, Spec: spec},
+			{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, Spec: spec}} {
+			if _, err := kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "cmk-x-0-secret-abcdefgh", Labels: label}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}}} {
+			if _, err := kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim("cmk-x-0-work"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := l.Leftovers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"the hooks' secret " + jobs + "/cmk-x-0-secret-abcdefgh",
+		"the hooks' secret " + runners + "/cmk-x-0-secret-abcdefgh",
+		"work claim " + runners + "/cmk-x-0-work",
+		"workflow pod " + jobs + "/cmk-x-0-workflow",
+		"workflow pod " + runners + "/cmk-x-0-workflow",
+	}
+	slices.Sort(want) // as Leftovers sorts: the namespaces' names are random
 	if !slices.Equal(got, want) {
 		t.Fatalf("leftovers %q, want %q", got, want)
 	}

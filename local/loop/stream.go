@@ -28,6 +28,48 @@ type TraceJob struct {
 	// Script, when set, is what the job runs (githubsim.JobSpec.Script): e.g.
 	// `exit 1` for a job that fails by itself.
 	Script string `yaml:"script"`
+	// Container and Services, when set, make it a container job
+	// (githubsim.JobSpec.Container, Services): on a pool in container mode,
+	// its Script runs in a workflow pod (see ContainerJobs).
+	Container *githubsim.JobContainer  `yaml:"container"`
+	Services  []githubsim.JobContainer `yaml:"services"`
+}
+
+// ContainerScript is what ContainerJobs puts before a container job's
+// script: it names the host the script ran in, which in a workflow pod is
+// the pod's name (runnerpod.WorkflowPodName of its runner), so that a check
+// can tell a script run in the job container from one run on the runner.
+const ContainerScript = `echo "ran in $(cat /etc/hostname)"`
+
+// ContainerJobs makes every nth job of jobs (n > 0) a container job with a
+// service, both of image, for the pools in turn (their scope and labels):
+// its script is ContainerScript, then the script it had (a job that fails by
+// itself keeps failing, now in its job container).
+func ContainerJobs(jobs []TraceJob, n int, pools []*pool.Pool, image string) []TraceJob {
+	for k, i := 0, n-1; i < len(jobs) && len(pools) > 0; k, i = k+1, i+n {
+		p := pools[k%len(pools)]
+		j := &jobs[i]
+		j.Labels = append([]string{"self-hosted"}, p.Labels...)
+		j.Repository, j.Organization, j.Enterprise = repositoryOf(p)
+		j.Script = strings.TrimSuffix(ContainerScript+"\n"+j.Script, "\n")
+		j.Container = &githubsim.JobContainer{Image: image}
+		j.Services = []githubsim.JobContainer{{Image: image}}
+	}
+	return jobs
+}
+
+// repositoryOf is a repository in p's scope, and its organization and
+// enterprise as a job of it names them.
+func repositoryOf(p *pool.Pool) (repository, organization, enterprise string) {
+	sc := p.Scope()
+	switch {
+	case sc.Repository != "":
+		return sc.Repository, "", ""
+	case sc.Organization != "":
+		return sc.Organization + "/app", sc.Organization, ""
+	default:
+		return "someone/app", "", sc.Enterprise
+	}
 }
 
 // FailingScript is the script of the jobs FailEvery makes fail by themselves.
@@ -74,15 +116,7 @@ func Generate(cfg *pool.Config, n int, rate float64, minD, maxD time.Duration, s
 		p := &cfg.Pools[rng.IntN(len(cfg.Pools))]
 		j := TraceJob{At: at, Labels: append([]string{"self-hosted"}, p.Labels...),
 			Duration: minD + time.Duration(rng.Int64N(int64(maxD-minD)+1))}
-		sc := p.Scope()
-		switch {
-		case sc.Repository != "":
-			j.Repository = sc.Repository
-		case sc.Organization != "":
-			j.Repository, j.Organization = sc.Organization+"/app", sc.Organization
-		default:
-			j.Repository, j.Enterprise = "someone/app", sc.Enterprise
-		}
+		j.Repository, j.Organization, j.Enterprise = repositoryOf(p)
 		jobs = append(jobs, j)
 	}
 	return jobs
@@ -98,7 +132,7 @@ func (l *Loop) Play(ctx context.Context, jobs []TraceJob) {
 		case <-time.After(time.Until(start.Add(j.At))):
 		}
 		l.Sim.QueueJob(githubsim.JobSpec{Repository: j.Repository, Organization: j.Organization, Enterprise: j.Enterprise,
-			Labels: j.Labels, Duration: j.Duration, Script: j.Script})
+			Labels: j.Labels, Duration: j.Duration, Script: j.Script, Container: j.Container, Services: j.Services})
 	}
 }
 
