@@ -618,14 +618,6 @@ wait_for_job() {
 	return 1
 }
 
-# parent_of prints pid's parent's pid (nothing once pid is gone).
-parent_of() {
-	local key value
-	while read -r key value; do
-		[[ $key == PPid: ]] && { echo "$value"; return; }
-	done 2>/dev/null <"/proc/$1/status"
-}
-
 # jobs_taken_before: how many jobs the listener had taken when the wait began,
 # the one waited for included (its "Running job" line may not be counted yet).
 jobs_taken_before() {
