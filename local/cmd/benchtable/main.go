@@ -5,6 +5,9 @@
 // envelope against its goals (scale.go). With -baseline FILE (the committed
 // output of the last accepted run, tests/testdata/bench-baseline.txt for `make
 // bench`), it ends with the metrics that changed beyond the noise (compare.go).
+//
+// With -docs, run from the repository's root, it rewrites the figures the docs
+// quote (docfigures.go) from the baseline's medians (figures.go) instead.
 package main
 
 import (
@@ -23,7 +26,15 @@ type row struct{ bench, metric, value string }
 
 func main() {
 	baseline := flag.String("baseline", "", "benchmark output to compare with (go test -bench, any -count)")
+	docs := flag.Bool("docs", false, "rewrite the figures the docs quote (docfigures.go) from -baseline's medians, and exit")
 	flag.Parse()
+	if *docs {
+		if err := rewriteFromBaseline(*baseline); err != nil {
+			fmt.Fprintln(os.Stderr, "benchtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var rows []row
 	var input bytes.Buffer
 	pkg := ""
@@ -69,6 +80,28 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// rewriteFromBaseline rewrites the documented figures from the baseline.
+func rewriteFromBaseline(baseline string) error {
+	if baseline == "" {
+		return errors.New("-docs needs -baseline")
+	}
+	f, err := os.Open(baseline)
+	if err != nil {
+		return fmt.Errorf("reading the baseline: %w", err)
+	}
+	defer f.Close()
+	v, err := baselineValues(f, baseline)
+	if err != nil {
+		return fmt.Errorf("reading the baseline %s: %w", baseline, err)
+	}
+	changed, err := rewriteDocs(".", docFigures, v)
+	if err != nil {
+		return fmt.Errorf("the documented figures (local/cmd/benchtable/docfigures.go), no page rewritten:\n%w", err)
+	}
+	fmt.Printf("%d documented figures from %s; pages rewritten: %d %s\n", len(docFigures), baseline, len(changed), strings.Join(changed, " "))
+	return nil
 }
 
 // compareWith prints the comparison of input with the baseline file.
