@@ -64,8 +64,9 @@ bench: deps kube ## Run the benchmarks on the local stack, print one table of th
 	@bash local/with-stack.sh go test -run '^$$' -bench '$(BENCH)' -count $(BENCH_COUNT) -benchmem -timeout 180m ./... | tee .bench/latest.txt | go run ./local/cmd/benchtable -baseline $(BENCH_BASELINE)
 
 .PHONY: bench-accept
-bench-accept: ## Take the last make bench's output (.bench/latest.txt) as the baseline it compares with
-	cp .bench/latest.txt $(BENCH_BASELINE)
+bench-accept: ## Take the last make bench's output (.bench/latest.txt) as the baseline it compares with (under a preamble), and rewrite the figures the docs quote from it
+	go run ./local/cmd/benchtable -accept .bench/latest.txt -baseline $(BENCH_BASELINE)
+	go run ./local/cmd/benchtable -docs -baseline $(BENCH_BASELINE)
 
 .PHONY: run
 run: deps kube ## Bring up the local stack and keep it running (Ctrl-C stops it)

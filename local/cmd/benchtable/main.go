@@ -6,8 +6,10 @@
 // output of the last accepted run, tests/testdata/bench-baseline.txt for `make
 // bench`), it ends with the metrics that changed beyond the noise (compare.go).
 //
-// With -docs, run from the repository's root, it rewrites the figures the docs
-// quote (docfigures.go) from the baseline's medians (figures.go) instead.
+// `make bench-accept` runs it twice, from the repository's root: with -accept
+// FILE, it writes FILE (the last `make bench`'s output) to the baseline under a
+// preamble (accept.go); with -docs, it rewrites the figures the docs quote
+// (docfigures.go) from the baseline's medians (figures.go). Neither reads stdin.
 package main
 
 import (
@@ -20,16 +22,18 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 type row struct{ bench, metric, value string }
 
 func main() {
 	baseline := flag.String("baseline", "", "benchmark output to compare with (go test -bench, any -count)")
+	accept := flag.String("accept", "", "write this benchmark output to -baseline, under a preamble, and exit")
 	docs := flag.Bool("docs", false, "rewrite the figures the docs quote (docfigures.go) from -baseline's medians, and exit")
 	flag.Parse()
-	if *docs {
-		if err := rewriteFromBaseline(*baseline); err != nil {
+	if *accept != "" || *docs {
+		if err := acceptAndRewrite(*baseline, *accept, *docs); err != nil {
 			fmt.Fprintln(os.Stderr, "benchtable:", err)
 			os.Exit(1)
 		}
@@ -82,10 +86,20 @@ func main() {
 	}
 }
 
-// rewriteFromBaseline rewrites the documented figures from the baseline.
-func rewriteFromBaseline(baseline string) error {
+// acceptAndRewrite writes from (when not empty) to the baseline, then, with
+// docs, rewrites the documented figures from the baseline.
+func acceptAndRewrite(baseline, from string, docs bool) error {
 	if baseline == "" {
-		return errors.New("-docs needs -baseline")
+		return errors.New("-accept and -docs need -baseline")
+	}
+	if from != "" {
+		if err := acceptBaseline(from, baseline, time.Now(), loadAverage()); err != nil {
+			return err
+		}
+		fmt.Printf("accepted %s as the baseline %s\n", from, baseline)
+	}
+	if !docs {
+		return nil
 	}
 	f, err := os.Open(baseline)
 	if err != nil {
@@ -100,7 +114,11 @@ func rewriteFromBaseline(baseline string) error {
 	if err != nil {
 		return fmt.Errorf("the documented figures (local/cmd/benchtable/docfigures.go), no page rewritten:\n%w", err)
 	}
-	fmt.Printf("%d documented figures from %s; pages rewritten: %d %s\n", len(docFigures), baseline, len(changed), strings.Join(changed, " "))
+	if len(changed) == 0 {
+		fmt.Printf("the %d documented figures already say what %s does\n", len(docFigures), baseline)
+		return nil
+	}
+	fmt.Printf("the %d documented figures rewritten from %s, in %s\n", len(docFigures), baseline, strings.Join(changed, ", "))
 	return nil
 }
 
