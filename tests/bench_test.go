@@ -147,15 +147,20 @@ pools:
 //     created: the autoscaler's part (the `completed` delivery, the nudge, the
 //     wait for the runner's container to exit, the sweep that replaces it).
 //
-// and the turnaround in stages (slotStages), each from the one before:
-// stage-exited (the job's end → the runner container's exit in its pod's
-// status, what the sweeper looks at), stage-released (→ the stop recorded the
-// runner released on GitHub: the unregistration-complete annotation),
-// stage-sts-gone (→ its StatefulSet deleted), stage-replaced (→ the replacement
-// StatefulSet created), stage-pod-running (→ the replacement's runner container
-// running), stage-online (→ its runner listed online), stage-started (→ its job
-// started). The online time is the monitor's, which looks every 100 ms: a job
-// the runner takes at once starts before it, and stage-started is then negative.
+// and the turnaround in stages (slotStages), each from the one before, on the
+// path the next job waits on: stage-counted-out (the job's end → the freed
+// runner's StatefulSet marked finishing: its slot is free), stage-replaced (→
+// the replacement StatefulSet created), stage-pod-created (→ its pod created
+// by the StatefulSet controller), stage-pod-running (→ its runner container
+// running, as the pod's status shows it), stage-online (→ its runner listed
+// online), stage-started (→ its job started). The online time is the
+// monitor's, which looks every 100 ms, and the kubelet reports a running
+// container up to a second late: a runner that comes online and takes its job
+// at once can do so before either is seen, and stage-online or stage-started
+// is then negative. Off that path, the freed runner's stop: stop-exited (the
+// job's end → its container's exit in its pod's status), stop-released (→ the
+// stop recorded the runner released on GitHub: the unregistration-complete
+// annotation), stop-sts-gone (→ its StatefulSet deleted).
 //
 // Each is reported as p50 and p95, with the backlog's duration and the product's
 // GitHub API calls per job. The percentiles of refill and of each stage are
@@ -197,11 +202,11 @@ pools:
 // runnerEvents is when a watch first saw each step of the runners' lives, by
 // pod name (a runner's StatefulSet name + "-0", the name GitHub knows it by).
 type runnerEvents struct {
-	stsAdded, stsGone, podAdded, podRunning, exited, released map[string]time.Time
+	stsAdded, stsGone, countedOut, podAdded, podRunning, exited, released map[string]time.Time
 }
 
 // watchRunners records, from watches of the world's namespace, when each
-// runner's StatefulSet was created and deleted, and when its pod was created,
+// runner's StatefulSet was created, marked finishing and deleted, and when its pod was created,
 // first showed its runner container running, first showed it ended, and was
 // annotated released (unregistration complete); the returned function reads
 // what was recorded so far.
@@ -218,7 +223,7 @@ func watchRunners(b *testing.B, w *world) func() runnerEvents {
 	}
 	b.Cleanup(sets.Stop)
 	var mu sync.Mutex
-	ev := runnerEvents{stsAdded: map[string]time.Time{}, stsGone: map[string]time.Time{}, podAdded: map[string]time.Time{},
+	ev := runnerEvents{stsAdded: map[string]time.Time{}, stsGone: map[string]time.Time{}, countedOut: map[string]time.Time{}, podAdded: map[string]time.Time{},
 		podRunning: map[string]time.Time{}, exited: map[string]time.Time{}, released: map[string]time.Time{}}
 	first := func(m map[string]time.Time, name string, now time.Time) {
 		if _, ok := m[name]; !ok {
@@ -264,13 +269,16 @@ func watchRunners(b *testing.B, w *world) func() runnerEvents {
 			if e.Type == watch.Deleted || sts.DeletionTimestamp != nil {
 				first(ev.stsGone, sts.Name+"-0", now)
 			}
+			if _, ok := sts.Annotations[runnerpod.AnnotationJobCompleted]; ok {
+				first(ev.countedOut, sts.Name+"-0", now)
+			}
 			mu.Unlock()
 		}
 	}()
 	return func() runnerEvents {
 		mu.Lock()
 		defer mu.Unlock()
-		return runnerEvents{stsAdded: maps.Clone(ev.stsAdded), stsGone: maps.Clone(ev.stsGone), podAdded: maps.Clone(ev.podAdded),
+		return runnerEvents{stsAdded: maps.Clone(ev.stsAdded), stsGone: maps.Clone(ev.stsGone), countedOut: maps.Clone(ev.countedOut), podAdded: maps.Clone(ev.podAdded),
 			podRunning: maps.Clone(ev.podRunning), exited: maps.Clone(ev.exited), released: maps.Clone(ev.released)}
 	}
 }
@@ -284,37 +292,31 @@ type stage struct {
 // slotStages splits each slot's turnaround (slotTurnarounds' pairing: the k-th
 // job end with the (k+slots)-th job start) into the stages of
 // BenchmarkSaturatedSlotTurnaround: the freed runner's (the one whose job ended
-// k-th) exit, release and StatefulSet's deletion, then the successor's (the
-// runner of the (k+slots)-th job start) StatefulSet, running container, online
-// listing and job start. The freed runner's StatefulSet deletion and its
-// successor's creation are paired in their own time order (the k-th deletion
-// with the (k+slots)-th creation), as one sweep replaces the runners it
-// deletes. A slot lacking an event (a watch that missed it) leaves that stage
-// out.
+// k-th) counting out, then its successor's (the runner of the (k+slots)-th job
+// start) StatefulSet, pod, running container, online listing and job start;
+// and, off that path, the freed runner's exit, release and StatefulSet's
+// deletion. A slot lacking an event (a watch that missed it, a runner
+// replaced only once its container exited) leaves that stage out.
 func slotStages(jobs []githubsim.Job, ev runnerEvents, online map[string]time.Time, slots int) []stage {
 	byEnd := slices.Clone(jobs)
 	slices.SortFunc(byEnd, func(x, y githubsim.Job) int { return x.EndedAt.Compare(y.EndedAt) })
 	byStart := slices.Clone(jobs)
 	slices.SortFunc(byStart, func(x, y githubsim.Job) int { return x.StartedAt.Compare(y.StartedAt) })
-	gone := sortedTimes(ev.stsGone)
-	added := sortedTimes(ev.stsAdded)
-	stages := []stage{{name: "exited"}, {name: "released"}, {name: "sts-gone"}, {name: "replaced"}, {name: "pod-running"},
-		{name: "online"}, {name: "started"}}
+	stages := []stage{{name: "counted-out"}, {name: "replaced"}, {name: "pod-created"}, {name: "pod-running"},
+		{name: "online"}, {name: "started"}, {name: "stop-exited"}, {name: "stop-released"}, {name: "stop-sts-gone"}}
 	for k := 0; k+slots < len(byStart) && k < len(byEnd); k++ {
 		freed, next := byEnd[k], byStart[k+slots]
 		old, repl := freed.RunnerName, next.RunnerName
-		var replaced []time.Time
-		if k < len(gone) && k+slots < len(added) {
-			replaced = []time.Time{gone[k], added[k+slots]}
-		}
 		steps := [][]time.Time{
+			pair(freed.EndedAt, ev.countedOut, old),
+			{ev.countedOut[old], ev.stsAdded[repl]},
+			between(ev.stsAdded, ev.podAdded, repl),
+			between(ev.podAdded, ev.podRunning, repl),
+			between(ev.podRunning, online, repl),
+			{online[repl], next.StartedAt},
 			pair(freed.EndedAt, ev.exited, old),
 			between(ev.exited, ev.released, old),
 			between(ev.released, ev.stsGone, old),
-			replaced,
-			between(ev.stsAdded, ev.podRunning, repl),
-			between(ev.podRunning, online, repl),
-			{online[repl], next.StartedAt},
 		}
 		for i, st := range steps {
 			if len(st) == 2 && !st[0].IsZero() && !st[1].IsZero() {
@@ -333,13 +335,6 @@ func pair(at time.Time, m map[string]time.Time, name string) []time.Time {
 // between is from name's time in from to its time in to.
 func between(from, to map[string]time.Time, name string) []time.Time {
 	return []time.Time{from[name], to[name]}
-}
-
-// sortedTimes is m's times in order.
-func sortedTimes(m map[string]time.Time) []time.Time {
-	out := slices.Collect(maps.Values(m))
-	slices.SortFunc(out, time.Time.Compare)
-	return out
 }
 
 // slotTurnarounds pairs the k-th job end with the (k+slots)-th job start (see

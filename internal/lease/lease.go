@@ -108,6 +108,9 @@ type Lease struct {
 	// release with nothing pending (as of the acquisition or the last Release that
 	// returned again).
 	Nudged []int64
+	// Finished are the runners named by refill nudges (their job completed)
+	// that found the lease held, over the same span as Nudged.
+	Finished []string
 	// dirty is the dirty counter the holder has accounted for.
 	dirty int64
 }
@@ -153,7 +156,7 @@ func (l *Leases) Acquire(ctx context.Context, pool, holder string) (*Lease, erro
 		return nil, fmt.Errorf("acquiring lease of pool %s: %w", pool, err)
 	}
 	return &Lease{leases: l, Pool: pool, Holder: holder, Until: until, dirty: table.Int(out.Attributes, "dirty"),
-		Nudged: table.IntSet(out.Attributes, nudgedAttr)}, nil
+		Nudged: table.IntSet(out.Attributes, nudgedAttr), Finished: stringSet(out.Attributes, finishedAttr)}, nil
 }
 
 // heldError reads who holds the lease (dynalite ignores ReturnValuesOnConditionCheckFailure).
@@ -184,6 +187,12 @@ func (le *Lease) Deadline() time.Time { return le.Until.Add(-le.leases.margin) }
 // releasing, and finds jobs in Lease.Nudged); it returns false when the lease is
 // free, and the caller should try to Acquire instead.
 func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (bool, error) {
+	return l.MarkDirtyFor(ctx, pool, jobs, nil)
+}
+
+// MarkDirtyFor is MarkDirty for jobs and for the finished runners a refill
+// nudge named, which the holder finds in Lease.Finished.
+func (l *Leases) MarkDirtyFor(ctx context.Context, pool string, jobs []int64, finished []string) (bool, error) {
 	ctx, cancel := l.call(ctx)
 	defer cancel()
 	update := "ADD #dirty :one"
@@ -196,6 +205,10 @@ func (l *Leases) MarkDirty(ctx context.Context, pool string, jobs ...int64) (boo
 		}
 		update += ", #nudged :jobs"
 		names["#nudged"], values[":jobs"] = nudgedAttr, &types.AttributeValueMemberNS{Value: ids}
+	}
+	if len(finished) > 0 {
+		update += ", #finished :runners"
+		names["#finished"], values[":runners"] = finishedAttr, &types.AttributeValueMemberSS{Value: finished}
 	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                       itemKey(pool),
@@ -275,8 +288,8 @@ func (le *Lease) clear(ctx context.Context, onlyIfClean bool) (refused bool, err
 	values := map[string]types.AttributeValue{":none": table.Str(""), ":zero": table.Num(0), ":me": table.Str(le.Holder)}
 	if onlyIfClean {
 		cond += " AND (attribute_not_exists(#dirty) OR #dirty = :seen)"
-		update += " REMOVE #nudged"
-		names["#dirty"], values[":seen"], names["#nudged"] = "dirty", table.Num(le.dirty), nudgedAttr
+		update += " REMOVE #nudged, #finished"
+		names["#dirty"], values[":seen"], names["#nudged"], names["#finished"] = "dirty", table.Num(le.dirty), nudgedAttr, finishedAttr
 	}
 	cctx, cancel := l.call(ctx)
 	defer cancel()
@@ -309,12 +322,24 @@ func (le *Lease) reconcileDirty(ctx context.Context) (bool, error) {
 	if h, _ := out.Item["holder"].(*types.AttributeValueMemberS); h == nil || h.Value != le.Holder {
 		return false, fmt.Errorf("releasing lease of pool %s: %w", le.Pool, ErrLost)
 	}
-	le.dirty, le.Nudged = table.Int(out.Item, "dirty"), table.IntSet(out.Item, nudgedAttr)
+	le.dirty, le.Nudged, le.Finished = table.Int(out.Item, "dirty"), table.IntSet(out.Item, nudgedAttr), stringSet(out.Item, finishedAttr)
 	return true, le.Renew(ctx)
 }
 
-// nudgedAttr is the lease item's number set of nudged jobs.
-const nudgedAttr = "nudgedJobs"
+// nudgedAttr is the lease item's number set of nudged jobs; finishedAttr its
+// string set of the runners refill nudges named.
+const (
+	nudgedAttr   = "nudgedJobs"
+	finishedAttr = "finishedRunners"
+)
+
+// stringSet is item's string set attr (nil when absent).
+func stringSet(item map[string]types.AttributeValue, attr string) []string {
+	if v, ok := item[attr].(*types.AttributeValueMemberSS); ok {
+		return v.Value
+	}
+	return nil
+}
 
 // itemKey is the key of pool's lease item.
 func itemKey(pool string) map[string]types.AttributeValue {

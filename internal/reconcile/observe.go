@@ -30,6 +30,9 @@ const (
 	Completed   Phase = "completed"
 	TimedOut    Phase = "registration-timed-out"
 	Terminating Phase = "terminating"
+	// Finishing: an ephemeral runner whose job is completed, its container
+	// not exited yet; it holds no slot (finishing.go).
+	Finishing Phase = "finishing"
 	// Stopping counts runners marked for unregistration (scale-down, replacement).
 	Stopping Phase = "stopping"
 )
@@ -223,7 +226,8 @@ func recordedPod(e *roster.Runner, byUID map[types.UID]*corev1.Pod) *corev1.Pod 
 
 // classify follows ARC's getPodsForOwner, with the lifecycle rules of
 // docs/concepts.md ("Runner lifecycle"):
-// completed (the runner finished: see finished), terminating, running,
+// completed (the runner finished: see finished), terminating, finishing (its
+// job completed a moment ago, its container still running: finishing.go), running,
 // registration-timed-out (not registered the registration timeout after the
 // runner was created — as ARC, from creation, whether or not the pod ever became
 // Ready: a pod that cannot be scheduled, pull its image or stay up holds no slot
@@ -240,6 +244,8 @@ func (r *Reconciler) classify(rn *runner, now time.Time, ephemeral bool) Phase {
 		return Completed
 	case pod.DeletionTimestamp != nil:
 		return Terminating
+	case ephemeral && r.finishing(rn, now):
+		return Finishing
 	case rn.registered():
 		if pod.Status.Phase == corev1.PodRunning && runnerRunning(pod) {
 			return Running

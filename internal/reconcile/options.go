@@ -26,7 +26,7 @@ func (o *Options) Validate() error {
 	}{
 		{"RegistrationTimeout", o.RegistrationTimeout}, {"RecreationDelay", o.RecreationDelay},
 		{"CleanupInterval", o.CleanupInterval}, {"OrphanGrace", o.OrphanGrace}, {"IdleConfirmation", o.IdleConfirmation},
-		{"WorkflowPodGrace", o.WorkflowPodGrace},
+		{"WorkflowPodGrace", o.WorkflowPodGrace}, {"FinishingFor", o.FinishingFor},
 		{"RunnerListMaxAge", o.RunnerListMaxAge},
 	} {
 		if f.d < 0 {
@@ -68,5 +68,8 @@ func (o *Options) defaults() {
 	}
 	if o.WorkflowPodGrace == 0 {
 		o.WorkflowPodGrace = DefaultWorkflowPodGrace
+	}
+	if o.FinishingFor == 0 {
+		o.FinishingFor = DefaultFinishingFor
 	}
 }

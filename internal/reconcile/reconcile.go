@@ -13,7 +13,8 @@
 //  2. register: record the runner id of pods GitHub lists (actions-runner/id) —
 //     for a runner whose JIT config gave its id, only once half the registration
 //     timeout has passed (see registrationCanWait);
-//  3. sync: mark completed, timed-out, outdated and surplus runners; create missing
+//  3. sync: count out finishing runners (their job completed, their container
+//     not exited yet: finishing.go); mark completed, timed-out, outdated and surplus runners; create missing
 //     ones, unless an ephemeral runner just finished and the webhook has not yet
 //     caught up (the EffectiveTime hold);
 //  4. stop: pods deleted by someone else, and runners marked for unregistration,
@@ -75,6 +76,10 @@ type Options struct {
 	// OrphanGrace: an ownerless Secret this old is a leftover, not a creation under
 	// way (default 1m).
 	OrphanGrace time.Duration
+	// FinishingFor: an ephemeral runner whose job is completed holds no slot
+	// for this long while its container exits (default
+	// DefaultFinishingFor; finishing.go).
+	FinishingFor time.Duration
 	// WorkflowPodGrace: a workflow pod (or the hooks' Secret) whose runner's
 	// pod is gone is deleted once it has been so for this long (default
 	// DefaultWorkflowPodGrace; workflow.go).
@@ -221,7 +226,7 @@ func (r *Reconciler) stages(ctx context.Context, s *sweep) error {
 		errs = append(errs, err)
 		return ctx.Err() != nil || errors.Is(err, errDeathsUnrecorded)
 	}
-	if done(r.reruns(ctx, s)) || done(r.register(ctx, s)) || done(r.markBusy(ctx, s)) {
+	if done(r.reruns(ctx, s)) || done(r.register(ctx, s)) || done(r.markBusy(ctx, s)) || done(r.noteFinishing(ctx, s)) {
 		return errors.Join(errs...)
 	}
 	want, err := r.sync(ctx, s)

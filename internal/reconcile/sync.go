@@ -157,7 +157,7 @@ func (r *Reconciler) sync(ctx context.Context, s *sweep) (missing int, err error
 	var errs []error
 	for _, rn := range s.runners {
 		switch {
-		case rn.marked() || rn.phase == Terminating:
+		case rn.marked() || rn.phase == Terminating || rn.phase == Finishing:
 		case rn.phase == Completed || rn.phase == TimedOut || rn.outdated(s.template.hash):
 			if rn.phase == TimedOut {
 				s.log.Warn("runner did not register within the registration timeout: replacing it",
@@ -266,7 +266,8 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 
 // grow creates the missing runners within the pool's ceiling: live StatefulSets,
 // stopping or not, never exceed maxReplicas, so a runner waiting for its job to
-// end before it stops still holds its slot — unless the pool is ephemeral, the
+// end before it stops still holds its slot (a finishing one, whose job has
+// ended, holds none: finishing.go) — unless the pool is ephemeral, the
 // last sync is newer than the newest reservation and recent, and no job is
 // waiting: then a runner has just finished and the webhook has not caught up yet
 // (ARC's EffectiveTime hold). The last condition is ours: a queued job is one no
@@ -309,11 +310,12 @@ type grown struct {
 	failed  bool
 }
 
-// live counts the pool's StatefulSets that exist and are not being deleted.
+// live counts the pool's StatefulSets that exist, are not being deleted and
+// are not finishing (finishing.go).
 func live(runners []*runner) int {
 	n := 0
 	for _, rn := range runners {
-		if !rn.deleted && rn.sts.DeletionTimestamp == nil {
+		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase != Finishing {
 			n++
 		}
 	}

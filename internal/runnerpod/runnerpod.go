@@ -66,6 +66,10 @@ const (
 	LabelTemplateHash = "runnerscaler.dev/template-hash"
 
 	AnnotationSyncTime = "runnerscaler.dev/sync-time"
+	// AnnotationJobCompleted (ephemeral runners' StatefulSets): when the
+	// sweeper found the runner's job completed, by the job↔runner link,
+	// while its container still ran (package reconcile, finishing.go).
+	AnnotationJobCompleted = "runnerscaler.dev/job-completed-at"
 	// AnnotationTokenExpiresAt (token runners): when the registration token in
 	// the runner's Secret expires; the sweeper refreshes it until the runner
 	// registers, then removes the token and this annotation (its absence: the

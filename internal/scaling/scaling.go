@@ -56,6 +56,11 @@ type Decision struct {
 	// delivery: an override boundary, a reservation expiry or the end of a hold.
 	// Zero when nothing is scheduled to change.
 	NextChange time.Time
+	// Finished names the runners (GitHub names) a nudge reported their job
+	// completed on; the reconciler checks each against the job↔runner link
+	// before it counts the runner out (package reconcile, finishing.go). It
+	// is not part of the decision itself: Decide leaves it empty.
+	Finished []string
 	// Reason says in one line how Desired came about.
 	Reason string
 }

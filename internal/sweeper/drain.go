@@ -88,7 +88,7 @@ func (s *Sweeper) drain(ctx context.Context, action, holder string) (Report, err
 	if err != nil {
 		return Report{}, err
 	}
-	r := s.sweepAll(ctx, pools, holder, false, nil)
+	r := s.sweepAll(ctx, pools, holder, false, nil, nil)
 	r.Draining = true
 	if s.opts.Removed != nil {
 		if r.Remaining, err = s.opts.Removed.Remaining(ctx, namespaces(s.configured(), pools), s.known); err != nil {

@@ -53,7 +53,7 @@ func (s *Sweeper) followUp(ctx context.Context, p *pool.Pool, holder string, spi
 		case <-s.clock.After(s.opts.FollowUpEvery):
 		}
 		log.InfoContext(ctx, "follow-up sweep: the last sweep left jobs waiting behind runners being stopped", "followUp", n)
-		o, left := s.sweepLeased(ctx, p, holder, true, nil, spilled)
+		o, left := s.sweepLeased(ctx, p, holder, true, nil, nil, spilled)
 		if o != swept || !left {
 			return swept
 		}

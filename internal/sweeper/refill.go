@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -12,62 +13,77 @@ import (
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
 )
 
-// awaitRefill is the refill fast path, and reports whether the nudge should
-// sweep. The webhook nudges when a job completed on one of the pool's runners;
-// an ephemeral runner exits a moment after its job and only then counts as
-// finished, so a sweep at once would still find it running and leave its slot
-// empty until the next scheduled sweep (a minute in AWS); and a runner being
-// stopped (deleted, evicted, scaled down) whose job has just ended must be
-// unregistered before GitHub hands it another job. So, while jobs wait for the
-// pool or a named runner is being stopped, awaitRefill gives the named runners'
-// containers up to RefillWait to exit, looking every RefillPoll — one pod list
-// each, before the lease is taken: nothing is written and GitHub is not asked —
-// and then the nudge sweeps, which replaces or unregisters them by the usual
-// rules. If they have not exited by then, or looking fails, it sweeps anyway:
-// nothing is lost, the runners wait for the next sweep as before. When no job
-// waits and no named runner is being stopped, there is nothing to do at once: it
-// reports false and the next scheduled sweep replaces the runners.
-func (s *Sweeper) awaitRefill(ctx context.Context, p *pool.Pool, runners []string) bool {
-	log := s.log.With("pool", p.Name, "finished", runners)
+// refill serves a refill nudge: the webhook nudges when a job completed on
+// one of the pool's runners (ev.Finished names them). An ephemeral runner runs
+// one job: once GitHub reports it completed, the runner takes no other, but
+// its container exits a moment later, and only then is it stopped,
+// unregistered and deleted. While jobs wait for the pool, the nudge sweeps at
+// once with the finished runners named: the reconciler counts out those whose
+// every linked job is completed (scaling.Decision.Finished), so their
+// replacements are created without waiting for the exit. Then, while jobs
+// wait or a named runner is being stopped (deleted, evicted, scaled down) —
+// its unregistration must come before GitHub hands it another job —
+// awaitExit gives the named runners' containers up to RefillWait to exit and
+// the nudge sweeps again, which stops them by the usual rules. When no job
+// waits and no named runner is being stopped, there is nothing to do at once:
+// the next scheduled sweep replaces the finished runners.
+func (s *Sweeper) refill(ctx context.Context, pools []*pool.Pool, ev Event, holder string) Report {
+	p := pools[0]
+	log := s.log.With("pool", p.Name, "finished", ev.Finished)
 	watcher, ok := s.reconciler.(RunnerWatcher)
 	if !ok {
-		return true
+		return s.sweepAll(ctx, pools, holder, true, ev.Jobs, ev.Finished)
 	}
 	waiting, err := s.waitingJobs(ctx, p)
 	if err != nil {
 		log.WarnContext(ctx, "refill: cannot read the pool's reservations; sweeping anyway", "error", err)
-		return true
+		return s.sweepAll(ctx, pools, holder, true, ev.Jobs, ev.Finished)
 	}
-	if waiting == 0 {
-		stopping, err := watcher.Stopping(ctx, p, runners)
+	if waiting > 0 {
+		first := s.sweepAll(ctx, pools, holder, true, ev.Jobs, ev.Finished)
+		if len(first.Failed) > 0 {
+			log.WarnContext(ctx, "refill: the sweep at the completion failed; sweeping again once the runners exited")
+		}
+	} else {
+		stopping, err := watcher.Stopping(ctx, p, ev.Finished)
 		switch {
 		case err != nil:
 			log.WarnContext(ctx, "refill: cannot look at the runners; sweeping anyway", "error", err)
-			return true
+			return s.sweepAll(ctx, pools, holder, true, ev.Jobs, ev.Finished)
 		case !stopping:
 			log.InfoContext(ctx, "refill: no job waits for the pool; the next scheduled sweep replaces its finished runners")
-			return false
+			return Report{Skipped: []string{p.Name}}
 		}
 		log.InfoContext(ctx, "refill: a runner being stopped finished its job: unregistering it at once")
 	}
+	s.awaitExit(ctx, p, ev.Finished, log)
+	return s.sweepAll(ctx, pools, holder, true, nil, ev.Finished)
+}
+
+// awaitExit gives the runners' containers up to RefillWait to exit, looking
+// every RefillPoll — one pod list each, outside the lease: nothing is written
+// and GitHub is not asked. If they have not exited by then, or looking fails,
+// it returns all the same: the sweep that follows leaves them to a later one.
+func (s *Sweeper) awaitExit(ctx context.Context, p *pool.Pool, runners []string, log *slog.Logger) {
+	watcher := s.reconciler.(RunnerWatcher)
 	start := s.clock.Now()
 	for {
 		running, err := watcher.StillRunning(ctx, p, runners)
 		switch {
 		case err != nil:
 			log.WarnContext(ctx, "refill: cannot look at the runners; sweeping anyway", "error", err)
-			return true
+			return
 		case len(running) == 0:
-			log.InfoContext(ctx, "refill: finished runners exited", "waited", s.clock.Since(start), "waitingJobs", waiting)
-			return true
+			log.InfoContext(ctx, "refill: finished runners exited", "waited", s.clock.Since(start))
+			return
 		case s.clock.Since(start) >= s.opts.RefillWait:
 			log.InfoContext(ctx, "refill: runners still running after the wait; sweeping anyway", "running", running,
 				"waited", s.clock.Since(start))
-			return true
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return true // the sweep reports the cancellation
+			return // the sweep reports the cancellation
 		case <-s.clock.After(s.opts.RefillPoll):
 		}
 	}

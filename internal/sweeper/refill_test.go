@@ -29,6 +29,8 @@ type exitingRunner struct {
 	mu     sync.Mutex
 	looks  int
 	sweeps []bool // per Reconcile: had the runners exited?
+	// finished: per Reconcile, the runners its decision named finished.
+	finished [][]string
 }
 
 func newExitingRunner(running int) *exitingRunner {
@@ -53,10 +55,11 @@ func (x *exitingRunner) Stopping(_ context.Context, _ *pool.Pool, _ []string) (b
 	return x.stopping, nil
 }
 
-func (x *exitingRunner) Reconcile(_ context.Context, _ *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+func (x *exitingRunner) Reconcile(_ context.Context, _ *pool.Pool, d scaling.Decision, _ *poolstate.Status) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweeps = append(x.sweeps, x.looks > 0 && x.exited())
+	x.finished = append(x.finished, d.Finished)
 	return nil
 }
 
@@ -107,13 +110,15 @@ func (x *exitingRunner) next(t *testing.T, i int) []string {
 	}
 }
 
-// TestRefillWaitsForTheFinishedRunner: a job completed on runner octo-bcdfg-0 of
-// a pool with jobs waiting. The runner's container exits only a moment later
-// (here after three looks): the nudge waits for it, then sweeps, so the sweep
-// finds the runner finished and can refill its slot. Without the wait the sweep
-// would find it still running, and the slot would stay empty until the next
-// scheduled sweep.
-func TestRefillWaitsForTheFinishedRunner(t *testing.T) {
+// TestRefillSweepsAtOnceThenOnceTheRunnerExited: a job completed on runner
+// octo-bcdfg-0 of a pool with jobs waiting. The nudge sweeps at once, naming
+// the runner finished (the reconciler counts it out once its job link shows
+// the job completed, and replaces it); the runner's container exits only a
+// moment later (here after three looks): the nudge waits for it, then sweeps
+// again, which stops the exited runner. Without the first sweep the slot
+// would wait for the exit; without the second, the exited runner would wait
+// for the next scheduled sweep.
+func TestRefillSweepsAtOnceThenOnceTheRunnerExited(t *testing.T) {
 	t.Parallel()
 	const poll = 250 * time.Millisecond
 	x := newExitingRunner(3)
@@ -136,8 +141,14 @@ func TestRefillWaitsForTheFinishedRunner(t *testing.T) {
 		t.Fatalf("report %+v, %v; want octo swept", res.r, res.err)
 	}
 	looks, sweeps := x.report()
-	if looks != 4 || !slices.Equal(sweeps, []bool{true}) {
-		t.Fatalf("%d looks, sweeps saw the runner exited: %v; want 4 looks, then one sweep after the exit", looks, sweeps)
+	if looks != 4 || !slices.Equal(sweeps, []bool{false, true}) {
+		t.Fatalf("%d looks, sweeps saw the runner exited: %v; want a sweep before the first look, 4 looks, then a sweep after the exit", looks, sweeps)
+	}
+	x.mu.Lock()
+	finished := slices.Clone(x.finished)
+	x.mu.Unlock()
+	if len(finished) != 2 || !slices.Equal(finished[0], []string{"octo-bcdfg-0"}) {
+		t.Fatalf("sweeps named finished %v; want the nudge's runner named in the sweep at once", finished)
 	}
 	if waited := e.clock.Since(t0); waited != 3*poll {
 		t.Fatalf("waited %v, want 3 polls", waited)
@@ -214,8 +225,8 @@ func TestRefillWaitIsBounded(t *testing.T) {
 	if r := <-done; !contains(r.Swept, "octo") {
 		t.Fatalf("report %+v, want octo swept after the wait", r)
 	}
-	if looks, sweeps := x.report(); looks != 5 || !slices.Equal(sweeps, []bool{false}) {
-		t.Fatalf("%d looks, sweeps %v; want 5 looks within the 1 s wait, then one sweep", looks, sweeps)
+	if looks, sweeps := x.report(); looks != 5 || !slices.Equal(sweeps, []bool{false, false}) {
+		t.Fatalf("%d looks, sweeps %v; want a sweep at once, 5 looks within the 1 s wait, then one more sweep", looks, sweeps)
 	}
 }
 
@@ -250,8 +261,9 @@ func TestRefillNudgeRejectsBadRunners(t *testing.T) {
 }
 
 // TestRefillNudgeHandsOverToTheHolder: a refill nudge that finds the pool's lease
-// held (after its runners exited) marks the pool dirty, and the holder sweeps
-// again before it lets go, so the refill is not lost.
+// held marks the pool dirty with its finished runner, and the holder sweeps
+// again before it lets go, naming that runner finished: the refill is not lost,
+// nor does it wait for the runner's exit.
 func TestRefillNudgeHandsOverToTheHolder(t *testing.T) {
 	t.Parallel()
 	rec := &blockingReconciler{entered: make(chan struct{}), release: make(chan struct{})}
@@ -273,5 +285,10 @@ func TestRefillNudgeHandsOverToTheHolder(t *testing.T) {
 	}
 	if n := rec.calls.Load(); n != 2 {
 		t.Fatalf("the holder reconciled %d times, want 2 (again for the refill nudge)", n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.finished) != 2 || len(rec.finished[0]) != 0 || !slices.Equal(rec.finished[1], []string{"octo-bcdfg-0"}) {
+		t.Fatalf("finished runners per sweep %v; want none, then the refill nudge's", rec.finished)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -54,7 +56,7 @@ type Reconciler interface {
 
 // RunnerWatcher tells which of a pool's runner pods have not finished yet, and
 // whether any is being stopped (reconcile.Reconciler). A Reconciler that
-// implements it gets the refill fast path (see awaitRefill); one that does not
+// implements it gets the refill fast path (see refill); one that does not
 // sweeps refill nudges at once.
 type RunnerWatcher interface {
 	StillRunning(ctx context.Context, p *pool.Pool, pods []string) ([]string, error)
@@ -129,7 +131,8 @@ type Options struct {
 	HeldJobs  HeldJobs
 	HeldGrace time.Duration
 	// RefillWait bounds how long a refill nudge (Event.Finished) waits for the
-	// containers of the runners it names to exit before it sweeps (default 10s);
+	// containers of the runners it names to exit before it sweeps to stop them
+	// (default 10s);
 	// RefillPoll is how often it looks meanwhile (default 250ms).
 	RefillWait, RefillPoll time.Duration
 	// FollowUpEvery and FollowUpFor bound a nudge's follow-up sweeps (followup.go):
@@ -172,8 +175,7 @@ func New(pools *pool.Config, rs Reservations, status StatusStore, leases *lease.
 // pools), a nudge (one pool) or a drain command. A nudge's jobs are counted even
 // if the reservation index has not caught up with their deliveries yet; a
 // scheduled sweep counts a reservation written a moment before it one sweep
-// later. A nudge's finished runners are waited for before it sweeps (see
-// awaitRefill).
+// later. A nudge that names finished runners is a refill (see refill).
 type Event = sweepevent.Event
 
 // Report summarises one invocation (package sweepevent).
@@ -199,14 +201,14 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		if err := validRunners(ev.Finished); err != nil {
 			return Report{}, fmt.Errorf("nudge for pool %s: %w", p.Name, err)
 		}
-		if len(ev.Finished) > 0 && !s.awaitRefill(ctx, p, ev.Finished) {
-			return Report{Skipped: []string{p.Name}}, nil
-		}
 		pools, err := s.forNudge(ctx, []*pool.Pool{p})
 		if err != nil {
 			return Report{}, err
 		}
-		return s.report(s.sweepAll(ctx, pools, holder, true, ev.Jobs))
+		if len(ev.Finished) > 0 {
+			return s.report(s.refill(ctx, pools, ev, holder))
+		}
+		return s.report(s.sweepAll(ctx, pools, holder, true, ev.Jobs, nil))
 	case ev.Source == "aws.events" && ev.DetailType == "Scheduled Event":
 		s.recover(ctx)
 		if s.opts.Versions != nil {
@@ -220,7 +222,7 @@ func (s *Sweeper) Handle(ctx context.Context, ev Event) (Report, error) {
 		if err != nil {
 			return Report{}, err
 		}
-		return s.report(s.sweepAll(ctx, all, holder, false, nil))
+		return s.report(s.sweepAll(ctx, all, holder, false, nil, nil))
 	}
 	raw, _ := json.Marshal(ev)
 	return Report{}, fmt.Errorf("unrecognised event %s: want a scheduled event or {\"pool\":\"<name>\"}", raw)
@@ -272,7 +274,7 @@ const (
 // turn comes when less than 20 s of the invocation are left is skipped: the
 // next invocation sweeps it, and starts further on, so an invocation that
 // cannot sweep every pool within its time still leaves none behind for long.
-func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool, jobs []int64) Report {
+func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder string, nudged bool, jobs []int64, finished []string) Report {
 	outcomes := make([]outcome, len(pools))
 	sem := make(chan struct{}, s.opts.Parallelism)
 	var wg sync.WaitGroup
@@ -291,7 +293,7 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 		p := pools[i]
 		wg.Go(func() {
 			defer func() { <-sem }()
-			outcomes[i] = s.sweepPool(ctx, p, holder, nudged, jobs)
+			outcomes[i] = s.sweepPool(ctx, p, holder, nudged, jobs, finished)
 		})
 	}
 	wg.Wait()
@@ -313,14 +315,14 @@ func (s *Sweeper) sweepAll(ctx context.Context, pools []*pool.Pool, holder strin
 // left jobs waiting behind runners being stopped (followUp) — then, as nudged,
 // each pool it spilled jobs to (spill.go); their outcomes are their own,
 // logged by them.
-func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64) outcome {
+func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, finished []string) outcome {
 	var spilled spillTargets
-	o, left := s.sweepLeased(ctx, p, holder, nudged, jobs, &spilled)
+	o, left := s.sweepLeased(ctx, p, holder, nudged, jobs, finished, &spilled)
 	if nudged && o == swept && left {
 		o = s.followUp(ctx, p, holder, &spilled)
 	}
 	for _, to := range spilled {
-		s.sweepPool(ctx, to, holder, true, nil)
+		s.sweepPool(ctx, to, holder, true, nil, nil)
 	}
 	return o
 }
@@ -329,9 +331,10 @@ func (s *Sweeper) sweepPool(ctx context.Context, p *pool.Pool, holder string, nu
 // that finds the lease held marks the pool dirty, with its jobs, so the holder
 // sweeps again and counts them. left: the last sweep left jobs waiting behind
 // runners being stopped (leftWaiting).
-func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, spilled *spillTargets) (o outcome, left bool) {
+func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, nudged bool, jobs []int64, finished []string,
+	spilled *spillTargets) (o outcome, left bool) {
 	log := s.log.With("pool", p.Name, "holder", holder)
-	held, err := s.acquire(ctx, p.Name, holder, nudged, jobs)
+	held, err := s.acquire(ctx, p.Name, holder, nudged, jobs, finished)
 	switch {
 	case errors.Is(err, errHandedOver):
 		log.InfoContext(ctx, "pool busy: marked dirty for its lease holder to sweep again")
@@ -346,12 +349,15 @@ func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, 
 	pending := nudges{}
 	pending.add(jobs)
 	pending.add(held.Nudged)
+	done := finishedRunners{}
+	done.add(finished)
+	done.add(held.Finished)
 	retries := 0
 	for round := 1; ; round++ {
 		rlog := log.With("round", round)
 		if err := held.Hold(ctx, rlog, func(ctx context.Context) error {
 			var err error
-			left, err = s.sweepOnce(ctx, p, pending, spilled, rlog)
+			left, err = s.sweepOnce(ctx, p, pending, done.names(), spilled, rlog)
 			return err
 		}); err != nil && s.retryable(ctx, err) && retries < maxStaleRetries {
 			retries++
@@ -375,6 +381,7 @@ func (s *Sweeper) sweepLeased(ctx context.Context, p *pool.Pool, holder string, 
 			return swept, left
 		}
 		pending.add(held.Nudged)
+		done.add(held.Finished)
 		if round >= s.opts.MaxRounds || nearDeadline(ctx) {
 			log.WarnContext(ctx, "still nudged after many rounds; letting the lease go", "rounds", round)
 			if err := held.ForceRelease(ctx); err != nil {
@@ -401,13 +408,13 @@ var errHandedOver = errors.New("handed over to the lease holder")
 
 // acquire takes the lease. For a nudge that finds it held, it marks the pool dirty
 // instead (errHandedOver); if the lease was released in between, it tries again.
-func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool, jobs []int64) (*lease.Lease, error) {
+func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool, jobs []int64, finished []string) (*lease.Lease, error) {
 	for range 3 {
 		held, err := s.leases.Acquire(ctx, pool, holder)
 		if err == nil || !nudged || !errors.Is(err, lease.ErrHeld) {
 			return held, err
 		}
-		marked, err := s.leases.MarkDirty(ctx, pool, jobs...)
+		marked, err := s.leases.MarkDirtyFor(ctx, pool, jobs, finished)
 		if err != nil {
 			return nil, err
 		}
@@ -417,6 +424,18 @@ func (s *Sweeper) acquire(ctx context.Context, pool, holder string, nudged bool,
 	}
 	return nil, fmt.Errorf("pool %s: lease changed hands 3 times: %w", pool, lease.ErrHeld)
 }
+
+// finishedRunners are the runners refill nudges named to a sweepPool: the
+// reconciler looks at their job links (scaling.Decision.Finished).
+type finishedRunners map[string]bool
+
+func (f finishedRunners) add(names []string) {
+	for _, n := range names {
+		f[n] = true
+	}
+}
+
+func (f finishedRunners) names() []string { return slices.Sorted(maps.Keys(f)) }
 
 // nudges are the jobs nudges named to a sweepPool, and whether each still needs a
 // strongly consistent look (true) or was found finished or expired (false).
@@ -458,7 +477,8 @@ func (n nudges) settle(rs []reservation.Reservation) {
 // sweepOnce is one decide → reconcile → record pass; run it under the lease
 // (Lease.Hold). left: it left jobs waiting behind runners being stopped
 // (leftWaiting).
-func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, spilled *spillTargets, log *slog.Logger) (left bool, err error) {
+func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, finished []string, spilled *spillTargets,
+	log *slog.Logger) (left bool, err error) {
 	start := s.clock.Now()
 	var (
 		st    poolstate.Status
@@ -491,6 +511,7 @@ func (s *Sweeper) sweepOnce(ctx context.Context, p *pool.Pool, nudged nudges, sp
 		return false, err
 	}
 	st.Extended = extended
+	d.Finished = finished
 	var recErr error
 	if s.reconciler != nil {
 		// What the reconcile did (runners created: the last sync time) is recorded

@@ -218,14 +218,20 @@ func (p phasesReconciler) Reconcile(_ context.Context, _ *pool.Pool, _ scaling.D
 	return nil
 }
 
-// blockingReconciler holds the first call until released, counting calls.
+// blockingReconciler holds the first call until released, counting calls
+// and recording each call's finished runners (Decision.Finished).
 type blockingReconciler struct {
-	calls   atomic.Int32
-	entered chan struct{}
-	release chan struct{}
+	calls    atomic.Int32
+	entered  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	finished [][]string
 }
 
-func (b *blockingReconciler) Reconcile(ctx context.Context, _ *pool.Pool, _ scaling.Decision, _ *poolstate.Status) error {
+func (b *blockingReconciler) Reconcile(ctx context.Context, _ *pool.Pool, d scaling.Decision, _ *poolstate.Status) error {
+	b.mu.Lock()
+	b.finished = append(b.finished, d.Finished)
+	b.mu.Unlock()
 	if b.calls.Add(1) == 1 {
 		close(b.entered)
 		<-b.release

@@ -125,9 +125,11 @@ func follows(p, runnerPool *pool.Pool, state reservation.State, j job) bool {
 // be created; a job completed on one of our runners that runner's pool (whatever
 // pool the job was routed to), so that the slot an ephemeral runner frees is
 // refilled at once and a runner whose stop waited for this job is unregistered
-// at once, before GitHub can hand it another job (the sweeper waits for the
-// runner's container to exit, and sweeps only while jobs wait for the pool or a
-// named runner is being stopped). A job completed on no runner of ours nudges
+// at once, before GitHub can hand it another job (while jobs wait for the
+// pool, the sweeper replaces the runner at once once the link this delivery
+// recorded shows its job completed; it stops the runner once its container
+// exited, and does nothing at once when no job waits and no named runner is
+// being stopped). A job completed on no runner of ours nudges
 // nobody, and an in_progress only through its move (followNudge).
 func nudgeFor(p, runnerPool *pool.Pool, state reservation.State, j job) *sweepevent.Event {
 	switch {
