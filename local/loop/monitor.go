@@ -493,6 +493,7 @@ func (l *Loop) watchJobs(ctx context.Context) {
 			jobs := l.Sim.Jobs()
 			l.judgeJobs(jobs)
 			l.judgeWaits(ctx, jobs)
+			l.judgeCeiling(ctx, l.Sim.Jobs)
 		}
 	}
 }

@@ -33,8 +33,14 @@ func queuedFor(id int64, label string, d time.Duration) githubsim.Job {
 // runnerStatefulSet creates a runner StatefulSet of pool in ns, with no pod.
 func runnerStatefulSet(t *testing.T, kube kubernetes.Interface, ns, pool string) {
 	t.Helper()
-	labels := map[string]string{runnerpod.LabelPool: pool, runnerpod.LabelRunner: pool + "-x"}
-	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: pool + "-x", Labels: labels},
+	runnerStatefulSetNamed(t, kube, ns, pool, pool+"-x")
+}
+
+// runnerStatefulSetNamed creates runner StatefulSet name of pool in ns, with no pod.
+func runnerStatefulSetNamed(t *testing.T, kube kubernetes.Interface, ns, pool, name string) {
+	t.Helper()
+	labels := map[string]string{runnerpod.LabelPool: pool, runnerpod.LabelRunner: name}
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: runnerpod.ContainerName, Image: "r"}}}}}}
