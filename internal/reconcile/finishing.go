@@ -17,7 +17,7 @@ import (
 // job waiting for that slot would wait for the exit too. So a runner whose
 // job is completed is finishing: for FinishingFor from when a sweep found it
 // so, it is not counted against the pool's desired count or its maxReplicas
-// ceiling (sync, live), and its replacement is created at once. Everything
+// ceiling (sync, holdingSlots), and its replacement is created at once. Everything
 // else about it is unchanged: it is stopped, unregistered and deleted only
 // once its container has exited (Completed), by the usual rules, or, past
 // FinishingFor, counted and treated again as the running runner it then

@@ -265,7 +265,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 }
 
 // grow creates the missing runners within the pool's ceiling: live StatefulSets,
-// stopping or not, never exceed maxReplicas, so a runner waiting for its job to
+// stopping or not, never exceed maxReplicas (holdingSlots), so a runner waiting for its job to
 // end before it stops still holds its slot (a finishing one, whose job has
 // ended, holds none: finishing.go) — unless the pool is ephemeral, the
 // last sync is newer than the newest reservation and recent, and no job is
@@ -277,7 +277,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 // status (recordScope). It returns how many it created and whether one failed.
 func (r *Reconciler) grow(ctx context.Context, s *sweep, wanted int) (grown, error) {
 	recordScope(s)
-	missing := min(wanted, s.p.Max()-live(s.runners))
+	missing := min(wanted, s.p.Max()-holdingSlots(s.runners))
 	if missing <= 0 {
 		if wanted > 0 {
 			s.log.Info("at maxReplicas: runners being stopped still hold their slots", "missing", wanted, "max", s.p.Max())
@@ -310,13 +310,24 @@ type grown struct {
 	failed  bool
 }
 
-// live counts the pool's StatefulSets that exist, are not being deleted and
-// are not finishing (finishing.go).
+// live counts the pool's StatefulSets that exist and are not being deleted.
 func live(runners []*runner) int {
 	n := 0
 	for _, rn := range runners {
-		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase != Finishing {
+		if !rn.deleted && rn.sts.DeletionTimestamp == nil {
 			n++
+		}
+	}
+	return n
+}
+
+// holdingSlots counts the live StatefulSets that hold a slot under the
+// pool's ceiling: all but the finishing ones (finishing.go).
+func holdingSlots(runners []*runner) int {
+	n := live(runners)
+	for _, rn := range runners {
+		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase == Finishing {
+			n--
 		}
 	}
 	return n
