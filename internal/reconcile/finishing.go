@@ -101,8 +101,12 @@ func (rn *runner) finishingAt() time.Time {
 }
 
 // finishing: a sweep found the runner's job completed less than FinishingFor
-// ago.
+// ago. A stamp ahead of the clock by FinishingFor or more is no sweep's (an
+// object copied or restored from elsewhere, a hand edit; Lambda clocks differ
+// by far less) and counts for nothing: no stamp keeps a runner out of the
+// count, and so from scale-down, for more than twice FinishingFor.
 func (r *Reconciler) finishing(rn *runner, now time.Time) bool {
 	at := rn.finishingAt()
-	return !at.IsZero() && now.Sub(at) < r.opts.FinishingFor
+	age := now.Sub(at)
+	return !at.IsZero() && age > -r.opts.FinishingFor && age < r.opts.FinishingFor
 }

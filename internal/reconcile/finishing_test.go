@@ -259,3 +259,20 @@ func TestRefusedFinishingMarkIsSweptAgain(t *testing.T) {
 		t.Fatalf("statefulsets %v after the sweep again: want 11 (a counted out, replaced)", got)
 	}
 }
+
+// TestFutureJobCompletedStampCountsTheRunner: a job-completed-at no sweep can
+// have written — ahead of the sweeper's clock by FinishingFor or more (an
+// object restored or copied from elsewhere, a hand edit) — does not count the
+// runner out: otherwise it would hold no slot, and never be scaled down,
+// until that time.
+func TestFutureJobCompletedStampCountsTheRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.annotateByHand(a, runnerpod.AnnotationJobCompleted, e.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	e.sweepFinished()
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v: want 10 (a counted: its stamp is in the future)", got)
+	}
+}
