@@ -123,8 +123,8 @@ func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 }
 
 // guardBudget keeps the pool's budget: deleted once a draining pool has no
-// runner left that a budget protects (a live StatefulSet, or an orphaned pod
-// not being deleted), ensured otherwise.
+// runner left that a budget protects (a standing StatefulSet, finishing or
+// not, or an orphaned pod not being deleted), ensured otherwise.
 func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
 	wants := []*policyv1.PodDisruptionBudget{r.budget(s.p)}
 	if s.p.Kubernetes.InContainerMode() {
@@ -132,7 +132,7 @@ func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
 	}
 	var errs []error
 	for _, want := range wants {
-		if s.p.IsDraining() && live(s.runners) == 0 && !slices.ContainsFunc(s.orphans, func(rn *runner) bool { return notDeleting(rn.pod) }) {
+		if s.p.IsDraining() && !slices.ContainsFunc(s.runners, standing) && !slices.ContainsFunc(s.orphans, func(rn *runner) bool { return notDeleting(rn.pod) }) {
 			errs = append(errs, r.dropBudget(ctx, s, want.Namespace, want.Name))
 		} else {
 			errs = append(errs, r.ensureBudget(ctx, s, want))

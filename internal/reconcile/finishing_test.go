@@ -276,3 +276,29 @@ func TestFutureJobCompletedStampCountsTheRunner(t *testing.T) {
 		t.Fatalf("statefulsets %v: want 10 (a counted: its stamp is in the future)", got)
 	}
 }
+
+// TestDrainingPoolKeepsItsBudgetWhileARunnerFinishes: a draining pool's last
+// runner finished its job while jobs still wait (a refill nudge names it): it
+// holds no slot, but its pod runs until its container exits, and the pool's
+// PodDisruptionBudget stays until then.
+func TestDrainingPoolKeepsItsBudgetWhileARunnerFinishes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	a := e.statefulSets()[0]
+	id := e.start(a).ID
+	e.mustSweep(1, time.Time{})
+	e.budget()
+	e.finishJob(id)
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	d := scaling.Decision{Queued: 1, EffectiveTime: e.clock.Now(), Finished: []string{a + "-0"}}
+	if err := e.rec.Reconcile(t.Context(), e.pool.Draining(), d, &e.status); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; !ok {
+		t.Fatal("a was not found finishing")
+	}
+	if _, err := e.raw.PolicyV1().PodDisruptionBudgets(e.ns).Get(t.Context(), reconcile.BudgetName(e.pool), metav1.GetOptions{}); err != nil {
+		t.Fatalf("budget of the draining pool while a's pod runs: %v, want it kept", err)
+	}
+}

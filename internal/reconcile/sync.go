@@ -310,14 +310,18 @@ type grown struct {
 	failed  bool
 }
 
-// live counts the pool's StatefulSets that exist, are not being deleted and
-// are not finishing (finishing.go).
+// live counts the slots the pool's runners hold: StatefulSets that exist,
+// are not being deleted and are not finishing (finishing.go).
 func live(runners []*runner) int {
 	n := 0
 	for _, rn := range runners {
-		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase != Finishing {
+		if standing(rn) && rn.phase != Finishing {
 			n++
 		}
 	}
 	return n
 }
+
+// standing: the runner's StatefulSet exists and is not being deleted; a
+// finishing runner's too — its pod still runs.
+func standing(rn *runner) bool { return !rn.deleted && rn.sts.DeletionTimestamp == nil }
