@@ -302,3 +302,22 @@ func TestDrainingPoolKeepsItsBudgetWhileARunnerFinishes(t *testing.T) {
 		t.Fatalf("budget of the draining pool while a's pod runs: %v, want it kept", err)
 	}
 }
+
+// TestLinkOlderThanTheRunnerDoesNotCountItOut: a nudge names runner a, whose
+// name's only link was recorded before a was created — another runner's of
+// that name, retired since (a late `completed` of its job names a too). a
+// never ran a job it proves completed: it keeps its slot.
+func TestLinkOlderThanTheRunnerDoesNotCountItOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now().Add(-time.Hour))
+	e.sweepFinished(a + "-0")
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v: want 10 (a's only link is older than a)", got)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
+		t.Fatal("a was marked finishing by a link older than itself")
+	}
+}
