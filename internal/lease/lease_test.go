@@ -177,6 +177,51 @@ func TestNudgedJobsReachTheHolder(t *testing.T) {
 	}
 }
 
+// TestFinishedRunnersReachTheHolder: the runners of refill nudges that find the
+// lease held reach its holder as the jobs do (TestNudgedJobsReachTheHolder):
+// a nudge with both jobs and runners, one with runners alone and one with
+// neither (no empty set is written); a release with nothing pending clears
+// them, a forced release leaves them to the next holder.
+func TestFinishedRunnersReachTheHolder(t *testing.T) {
+	t.Parallel()
+	leases, _ := newLeases(t)
+	ctx := t.Context()
+	a, err := leases.Acquire(ctx, "p", "req-a")
+	if err != nil || len(a.Finished) != 0 {
+		t.Fatalf("acquire: %+v, %v; want no finished runners", a, err)
+	}
+	for _, n := range []struct {
+		jobs     []int64
+		finished []string
+	}{{[]int64{7}, []string{"octo-bcdfg-0"}}, {nil, []string{"octo-bcdfg-0", "octo-hjklm-0"}}, {nil, nil}} {
+		if ok, err := leases.MarkDirtyFor(ctx, "p", n.jobs, n.finished); err != nil || !ok {
+			t.Fatalf("MarkDirtyFor(%v, %v) = %v, %v", n.jobs, n.finished, ok, err)
+		}
+	}
+	again, err := a.Release(ctx)
+	if err != nil || !again || !slices.Equal(a.Nudged, []int64{7}) || !slices.Equal(slices.Sorted(slices.Values(a.Finished)), []string{"octo-bcdfg-0", "octo-hjklm-0"}) {
+		t.Fatalf("release after refill nudges: again=%v err=%v nudged=%v finished=%v; want again with [7] and both runners",
+			again, err, a.Nudged, a.Finished)
+	}
+	if again, err := a.Release(ctx); err != nil || again {
+		t.Fatalf("second release: again=%v err=%v", again, err)
+	}
+	b, err := leases.Acquire(ctx, "p", "req-b")
+	if err != nil || len(b.Finished) != 0 {
+		t.Fatalf("acquire after a clean release: finished %v, %v; want none", b.Finished, err)
+	}
+	if ok, err := leases.MarkDirtyFor(ctx, "p", nil, []string{"octo-pqrst-0"}); err != nil || !ok {
+		t.Fatalf("MarkDirtyFor = %v, %v", ok, err)
+	}
+	if err := b.ForceRelease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c, err := leases.Acquire(ctx, "p", "req-c")
+	if err != nil || !slices.Equal(c.Finished, []string{"octo-pqrst-0"}) {
+		t.Fatalf("acquire after a forced release: finished %v, %v; want [octo-pqrst-0], never swept", c.Finished, err)
+	}
+}
+
 func sorted(s []int64) []int64 { s = slices.Clone(s); slices.Sort(s); return s }
 
 // TestForceRelease lets the lease go despite pending nudges; a stranger's lease

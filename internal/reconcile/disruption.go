@@ -123,8 +123,8 @@ func (r *Reconciler) budget(p *pool.Pool) *policyv1.PodDisruptionBudget {
 }
 
 // guardBudget keeps the pool's budget: deleted once a draining pool has no
-// runner left that a budget protects (a live StatefulSet, or an orphaned pod
-// not being deleted), ensured otherwise.
+// runner left that a budget protects (a live StatefulSet, finishing or not,
+// or an orphaned pod not being deleted), ensured otherwise.
 func (r *Reconciler) guardBudget(ctx context.Context, s *sweep) error {
 	wants := []*policyv1.PodDisruptionBudget{r.budget(s.p)}
 	if s.p.Kubernetes.InContainerMode() {

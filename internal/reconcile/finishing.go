@@ -64,7 +64,7 @@ func (r *Reconciler) noteFinishing(ctx context.Context, s *sweep) error {
 			s.log.Warn("cannot read a finished runner's jobs: its slot frees when its container exits", "runner", rn.name(), "error", err)
 			continue
 		}
-		if !allCompleted(jobs) {
+		if !allCompleted(jobs, rn.createdAt()) {
 			continue
 		}
 		if err := r.annotateStatefulSet(ctx, rn, runnerpod.AnnotationJobCompleted, s.now.UTC().Format(time.RFC3339Nano)); err != nil {
@@ -81,14 +81,32 @@ func (r *Reconciler) noteFinishing(ctx context.Context, s *sweep) error {
 	return errors.Join(errs...)
 }
 
-// allCompleted: at least one job is linked, and every one is completed.
-func allCompleted(jobs []reservation.RunnerJob) bool {
+// allCompleted: every job linked is completed, and at least one of them was
+// first recorded once the runner existed (created). Links are kept by runner
+// name, and names are random: a runner may have the name of one retired less
+// than the links' retention ago, whose links are then read as its own — and a
+// late or redelivered `completed` of that runner's job, which the webhook takes
+// for a token-mode runner's until its id is recorded, names it. Such a link
+// proves nothing about this runner's job; an unfinished one still holds it.
+func allCompleted(jobs []reservation.RunnerJob, created time.Time) bool {
+	own := 0
 	for _, j := range jobs {
 		if j.State < reservation.Completed {
 			return false
 		}
+		if !firstRecorded(j).Before(created) {
+			own++
+		}
 	}
-	return len(jobs) > 0
+	return own > 0
+}
+
+// firstRecorded is when the link's first delivery was recorded.
+func firstRecorded(j reservation.RunnerJob) time.Time {
+	if j.StartedMillis != 0 {
+		return time.UnixMilli(j.StartedMillis)
+	}
+	return j.At()
 }
 
 // finishingAt is when a sweep found the runner's job completed (zero: never).
@@ -101,8 +119,12 @@ func (rn *runner) finishingAt() time.Time {
 }
 
 // finishing: a sweep found the runner's job completed less than FinishingFor
-// ago.
+// ago. A stamp ahead of the clock by FinishingFor or more is no sweep's (an
+// object copied or restored from elsewhere, a hand edit; Lambda clocks differ
+// by far less) and counts for nothing: no stamp keeps a runner out of the
+// count, and so from scale-down, for more than twice FinishingFor.
 func (r *Reconciler) finishing(rn *runner, now time.Time) bool {
 	at := rn.finishingAt()
-	return !at.IsZero() && now.Sub(at) < r.opts.FinishingFor
+	age := now.Sub(at)
+	return !at.IsZero() && age > -r.opts.FinishingFor && age < r.opts.FinishingFor
 }

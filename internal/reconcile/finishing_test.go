@@ -1,13 +1,18 @@
 package reconcile_test
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/runnerscaler/runnerscaler/internal/reconcile"
 	"github.com/runnerscaler/runnerscaler/internal/reservation"
@@ -160,4 +165,159 @@ func (e *env) statefulSet(name string) *appsv1.StatefulSet {
 		e.t.Fatal(err)
 	}
 	return sts
+}
+
+// annotateByHand writes an annotation on the runner's StatefulSet as another
+// writer (an operator, a restored backup) would.
+func (e *env) annotateByHand(name, key, value string) {
+	e.t.Helper()
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{key: value}}})
+	if _, err := e.raw.AppsV1().StatefulSets(e.ns).Patch(e.t.Context(), name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestExitedRunnerNamedFinishedIsStopped: the refill nudge's second sweep
+// names the runner once its container exited. The runner is completed, not
+// finishing: that sweep marks it for unregistration (the nudge's reason to
+// sweep again), and writes no job-completed-at on it.
+func TestExitedRunnerNamedFinishedIsStopped(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ids := e.fullPool()
+	a := e.statefulSets()[0]
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	e.exit(a, ids[a])
+	e.sweepFinished(a + "-0")
+	sts, err := e.kube.AppsV1().StatefulSets(e.ns).Get(t.Context(), a, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return // stopped and deleted within the sweep
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sts.Annotations[runnerpod.AnnotationJobCompleted]; ok {
+		t.Fatalf("an exited runner was marked finishing: %v", sts.Annotations)
+	}
+	if _, marked := sts.Annotations[runnerpod.AnnotationUnregistrationRequest]; !marked && sts.DeletionTimestamp == nil {
+		t.Fatalf("the sweep naming an exited runner did not stop it: %v", sts.Annotations)
+	}
+}
+
+// TestStoppingRunnerHoldsItsSlotWhenFinished: a runner marked for
+// unregistration holds its slot until its stop ends (grow), whatever its job
+// link says: a nudge naming it finished does not count it out.
+func TestStoppingRunnerHoldsItsSlotWhenFinished(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.annotateByHand(a, runnerpod.AnnotationUnregistrationRequest, e.clock.Now().UTC().Format(time.RFC3339))
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	e.sweepFinished(a + "-0")
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v: want 10 (a, being stopped, holds its slot)", got)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
+		t.Fatal("a runner being stopped was marked finishing")
+	}
+}
+
+// TestRefusedFinishingMarkIsSweptAgain: another writer changes runner a's
+// StatefulSet right before the sweep writes job-completed-at on it: the write
+// is refused, a stays counted in that sweep (no replacement), and the sweep
+// returns ErrStale, so that the sweeper sweeps again at once (Retrier) and that
+// sweep counts a out.
+func TestRefusedFinishingMarkIsSweptAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	changed := false
+	before := func(req *http.Request) {
+		if !changed && req.Method == http.MethodPatch && strings.HasSuffix(req.URL.Path, "/statefulsets/"+a) {
+			changed = true
+			e.annotateByHand(a, "example.com/other-writer", "1")
+		}
+	}
+	e.before.Store(&before)
+	d := scaling.Decision{Desired: 10, Queued: 3, Saturated: true, EffectiveTime: e.clock.Now(), Finished: []string{a + "-0"}}
+	err := e.rec.Reconcile(t.Context(), e.pool, d, &e.status)
+	e.before.Store(nil)
+	if !changed {
+		t.Fatal("the sweep never wrote on a's StatefulSet")
+	}
+	if !errors.Is(err, reconcile.ErrStale) {
+		t.Fatalf("sweep: %v; want ErrStale, so that the sweeper sweeps again at once", err)
+	}
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v after the refused mark: want 10 (a still counted)", got)
+	}
+	e.sweepFinished(a + "-0")
+	if got := e.statefulSets(); len(got) != 11 {
+		t.Fatalf("statefulsets %v after the sweep again: want 11 (a counted out, replaced)", got)
+	}
+}
+
+// TestFutureJobCompletedStampCountsTheRunner: a job-completed-at no sweep can
+// have written — ahead of the sweeper's clock by FinishingFor or more (an
+// object restored or copied from elsewhere, a hand edit) — does not count the
+// runner out: otherwise it would hold no slot, and never be scaled down,
+// until that time.
+func TestFutureJobCompletedStampCountsTheRunner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.annotateByHand(a, runnerpod.AnnotationJobCompleted, e.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))
+	e.sweepFinished()
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v: want 10 (a counted: its stamp is in the future)", got)
+	}
+}
+
+// TestDrainingPoolKeepsItsBudgetWhileARunnerFinishes: a draining pool's last
+// runner finished its job while jobs still wait (a refill nudge names it): it
+// holds no slot, but its pod runs until its container exits, and the pool's
+// PodDisruptionBudget stays until then.
+func TestDrainingPoolKeepsItsBudgetWhileARunnerFinishes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.mustSweep(1, time.Time{})
+	a := e.statefulSets()[0]
+	id := e.start(a).ID
+	e.mustSweep(1, time.Time{})
+	e.budget()
+	e.finishJob(id)
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	d := scaling.Decision{Queued: 1, EffectiveTime: e.clock.Now(), Finished: []string{a + "-0"}}
+	if err := e.rec.Reconcile(t.Context(), e.pool.Draining(), d, &e.status); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; !ok {
+		t.Fatal("a was not found finishing")
+	}
+	if _, err := e.raw.PolicyV1().PodDisruptionBudgets(e.ns).Get(t.Context(), reconcile.BudgetName(e.pool), metav1.GetOptions{}); err != nil {
+		t.Fatalf("budget of the draining pool while a's pod runs: %v, want it kept", err)
+	}
+}
+
+// TestLinkOlderThanTheRunnerDoesNotCountItOut: a nudge names runner a, whose
+// name's only link was recorded before a was created — another runner's of
+// that name, retired since (a late `completed` of its job names a too). a
+// never ran a job it proves completed: it keeps its slot.
+func TestLinkOlderThanTheRunnerDoesNotCountItOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	e.fullPool()
+	a := e.statefulSets()[0]
+	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now().Add(-time.Hour))
+	e.sweepFinished(a + "-0")
+	if got := e.statefulSets(); len(got) != 10 {
+		t.Fatalf("statefulsets %v: want 10 (a's only link is older than a)", got)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
+		t.Fatal("a was marked finishing by a link older than itself")
+	}
 }

@@ -147,8 +147,8 @@ func TestRefillSweepsAtOnceThenOnceTheRunnerExited(t *testing.T) {
 	x.mu.Lock()
 	finished := slices.Clone(x.finished)
 	x.mu.Unlock()
-	if len(finished) != 2 || !slices.Equal(finished[0], []string{"octo-bcdfg-0"}) {
-		t.Fatalf("sweeps named finished %v; want the nudge's runner named in the sweep at once", finished)
+	if len(finished) != 2 || !slices.Equal(finished[0], []string{"octo-bcdfg-0"}) || !slices.Equal(finished[1], []string{"octo-bcdfg-0"}) {
+		t.Fatalf("sweeps named finished %v; want the nudge's runner named in the sweep at once and in the one after its exit", finished)
 	}
 	if waited := e.clock.Since(t0); waited != 3*poll {
 		t.Fatalf("waited %v, want 3 polls", waited)
@@ -290,5 +290,35 @@ func TestRefillNudgeHandsOverToTheHolder(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.finished) != 2 || len(rec.finished[0]) != 0 || !slices.Equal(rec.finished[1], []string{"octo-bcdfg-0"}) {
 		t.Fatalf("finished runners per sweep %v; want none, then the refill nudge's", rec.finished)
+	}
+}
+
+// TestForcedReleaseLeavesFinishedRunnersToTheNextHolder: a holder that let the
+// lease go after a failed sweep (ForceRelease) leaves on it the runners a
+// refill nudge handed over; the next sweeper to take the lease names them
+// finished, so the refill is not lost.
+func TestForcedReleaseLeavesFinishedRunnersToTheNextHolder(t *testing.T) {
+	t.Parallel()
+	rec := &blockingReconciler{entered: make(chan struct{}), release: make(chan struct{})}
+	close(rec.release)
+	e := newEnv(t, rec)
+	ctx := t.Context()
+	held, err := e.leases.Acquire(ctx, "octo", "failing-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.leases.MarkDirtyFor(ctx, "octo", nil, []string{"octo-bcdfg-0"}); err != nil || !ok {
+		t.Fatalf("MarkDirtyFor = %v, %v", ok, err)
+	}
+	if err := held.ForceRelease(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.sweeper.Handle(ctx, sweeper.Event{Pool: "octo"}); err != nil || !contains(r.Swept, "octo") {
+		t.Fatalf("nudge after the forced release: %+v, %v; want octo swept", r, err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.finished) == 0 || !slices.Equal(rec.finished[0], []string{"octo-bcdfg-0"}) {
+		t.Fatalf("finished runners per sweep %v; want the handed-over runner named in the first", rec.finished)
 	}
 }
