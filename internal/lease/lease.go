@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -204,11 +205,11 @@ func (l *Leases) MarkDirtyFor(ctx context.Context, pool string, jobs []int64, fi
 			ids[i] = strconv.FormatInt(j, 10)
 		}
 		update += ", #nudged :jobs"
-		names["#nudged"], values[":jobs"] = nudgedAttr, &types.AttributeValueMemberNS{Value: ids}
+		names["#nudged"], values[":jobs"] = nudgedAttr, &types.AttributeValueMemberNS{Value: distinct(ids)}
 	}
 	if len(finished) > 0 {
 		update += ", #finished :runners"
-		names["#finished"], values[":runners"] = finishedAttr, &types.AttributeValueMemberSS{Value: finished}
+		names["#finished"], values[":runners"] = finishedAttr, &types.AttributeValueMemberSS{Value: distinct(finished)}
 	}
 	_, err := l.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		Key:                       itemKey(pool),
@@ -332,6 +333,13 @@ const (
 	nudgedAttr   = "nudgedJobs"
 	finishedAttr = "finishedRunners"
 )
+
+// distinct is vs sorted, each once: DynamoDB refuses a set given a value twice.
+func distinct(vs []string) []string {
+	out := slices.Clone(vs)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // stringSet is item's string set attr (nil when absent).
 func stringSet(item map[string]types.AttributeValue, attr string) []string {

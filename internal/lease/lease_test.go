@@ -193,7 +193,9 @@ func TestFinishedRunnersReachTheHolder(t *testing.T) {
 	for _, n := range []struct {
 		jobs     []int64
 		finished []string
-	}{{[]int64{7}, []string{"octo-bcdfg-0"}}, {nil, []string{"octo-bcdfg-0", "octo-hjklm-0"}}, {nil, nil}} {
+	}{{[]int64{7}, []string{"octo-bcdfg-0"}}, {nil, []string{"octo-bcdfg-0", "octo-hjklm-0"}}, {nil, nil},
+		{[]int64{7, 7}, []string{"octo-hjklm-0", "octo-hjklm-0"}}} { // a nudge naming one twice: a set holds it once
+
 		if ok, err := leases.MarkDirtyFor(ctx, "p", n.jobs, n.finished); err != nil || !ok {
 			t.Fatalf("MarkDirtyFor(%v, %v) = %v, %v", n.jobs, n.finished, ok, err)
 		}

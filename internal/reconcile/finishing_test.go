@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -74,7 +75,15 @@ func TestFinishedRunnerFreesItsSlotAtOnce(t *testing.T) {
 	e.clock.Step(time.Second)
 	e.finishJob(ids[a])
 	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
+	metrics := e.writeMetrics("INFO")
 	e.sweepFinished(a + "-0")
+	var rec struct{ Running, Pending, Deleting float64 }
+	if err := json.Unmarshal(bytes.TrimSpace(metrics.Bytes()), &rec); err != nil {
+		t.Fatalf("the sweep's metric record: %v\n%s", err, metrics.Bytes())
+	}
+	if rec.Running != 9 || rec.Deleting != 1 {
+		t.Fatalf("metrics %+v; want 9 running and a finishing runner among those deleting", rec)
+	}
 	got := e.statefulSets()
 	if len(got) != 11 || !slices.Contains(got, a) {
 		t.Fatalf("statefulsets %v: want 11, a still among them (its container runs) beside its replacement", got)

@@ -60,7 +60,7 @@ func (r *Reconciler) poolMetrics(s *sweep, took time.Duration) []emf.Metric {
 		{Name: "Running", Unit: emf.Count, Value: float64(ph[string(Running)])},
 		{Name: "Pending", Unit: emf.Count, Value: float64(ph[string(Pending)])},
 		{Name: "Created", Unit: emf.Count, Value: float64(s.stats.created)},
-		{Name: "Deleting", Unit: emf.Count, Value: float64(ph[string(Stopping)] + ph[string(Terminating)])},
+		{Name: "Deleting", Unit: emf.Count, Value: float64(ph[string(Stopping)] + ph[string(Terminating)] + ph[string(Finishing)])},
 		{Name: "GitHubCalls", Unit: emf.Count, Value: float64(s.gh.callCount())},
 		{Name: "SweepDuration", Unit: emf.Milliseconds, Value: float64(took.Milliseconds())},
 		{Name: "QueuedJobs", Unit: emf.Count, Value: float64(s.d.Queued)},

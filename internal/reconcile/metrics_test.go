@@ -102,7 +102,7 @@ func (e *env) writeMetrics(level string) *bytes.Buffer {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg, err := pool.Parse([]byte(poolYAML(e.ns, false, "runner:1")))
+	cfg, err := pool.Parse([]byte(poolYAML(e.ns, e.pool.IsEphemeral(), "runner:1")))
 	if err != nil {
 		e.t.Fatal(err)
 	}
