@@ -59,9 +59,12 @@ type servers struct {
 }
 
 // Main runs the package's tests and then stops a stack this binary started, if any.
+// What client-go logs meanwhile is printed after the run (heldLog).
 // Call it from TestMain.
 func Main(m *testing.M) {
+	printHeld := holdKlog()
 	code := m.Run()
+	printHeld()
 	if private != nil {
 		dir := filepath.Dir(private.Kubeconfig)
 		// Down reads the state file, which names a restarted kubelet's new pid.

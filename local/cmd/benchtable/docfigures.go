@@ -34,6 +34,17 @@ var docFigures = []figure{
 		"p99 {{QueuedToStatefulSet/fastpath=true p99-ms n}} ms; " +
 		"schedule only (2 s): p50 {{QueuedToStatefulSet/fastpath=false p50-ms s.1}} s"},
 
+	// A container job's first step: ContainerJobFirstStep.
+	{"CONTRIBUTING.md", "`kubernetes`: p50 {{ContainerJobFirstStep/mode=kubernetes queued-to-first-step-p50-ms s.2}} s, " +
+		"p95 {{ContainerJobFirstStep/mode=kubernetes queued-to-first-step-p95-ms s.2}} s " +
+		"(job started → first step p50 {{ContainerJobFirstStep/mode=kubernetes started-to-first-step-p50-ms s.2}} s:"},
+	{"CONTRIBUTING.md", "`kubernetes-novolume`: p50 {{ContainerJobFirstStep/mode=kubernetes-novolume queued-to-first-step-p50-ms s.2}} s, " +
+		"p95 {{ContainerJobFirstStep/mode=kubernetes-novolume queued-to-first-step-p95-ms s.2}} s " +
+		"(started → first step p50 {{ContainerJobFirstStep/mode=kubernetes-novolume started-to-first-step-p50-ms s.2}} s:"},
+	{"CONTRIBUTING.md", "dind pool: p50 {{ContainerJobFirstStep/mode=dind queued-to-first-step-p50-ms s.2}} s, " +
+		"p95 {{ContainerJobFirstStep/mode=dind queued-to-first-step-p95-ms s.2}} s " +
+		"(started → first step {{ContainerJobFirstStep/mode=dind started-to-first-step-p50-ms s.2}} s"},
+
 	// The cost in AWS: CostPer1000Jobs, priced by cost.go (pricedFigures).
 	{"docs/performance-and-cost.md", "template.yaml's memory sizes (webhook {{CostPer1000Jobs webhook-memory-MB n}} MB, " +
 		"sweeper {{CostPer1000Jobs sweeper-memory-MB n}} MB)"},
