@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -328,5 +329,42 @@ func TestLinkOlderThanTheRunnerDoesNotCountItOut(t *testing.T) {
 	}
 	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
 		t.Fatal("a was marked finishing by a link older than itself")
+	}
+}
+
+// TestRetiredStatefulSetHoldsItsSlot: a full pool (maxReplicas 10) whose
+// finished runner was retired but whose StatefulSet's deletion was refused:
+// while that StatefulSet stands, it holds its slot — a sweep that cannot
+// delete it yet makes no eleventh runner — and once it is gone the slot is
+// refilled.
+func TestRetiredStatefulSetHoldsItsSlot(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, true)
+	ids := e.fullPool()
+	a := e.statefulSets()[0]
+	e.exit(a, ids[a])
+	refuse := func(req *http.Request) error {
+		if req.Method == http.MethodDelete && strings.Contains(req.URL.Path, "/statefulsets/") {
+			return fmt.Errorf("injected: deleting a statefulset refused")
+		}
+		return nil
+	}
+	e.refuse.Store(&refuse)
+	for i := range 2 {
+		if err := e.sweep(10, time.Time{}); err == nil || !strings.Contains(err.Error(), "injected: deleting a statefulset refused") {
+			t.Fatalf("sweep %d with the deletion refused: %v; want the refusal reported", i+1, err)
+		}
+		if got := e.statefulSets(); len(got) != 10 || !slices.Contains(got, a) {
+			t.Fatalf("sweep %d: statefulsets %v; want the retired runner's still standing, 10 in all", i+1, got)
+		}
+	}
+	if live, err := e.roster.Live(t.Context(), "p"); err != nil || len(live) != 9 {
+		t.Fatalf("%d live runners on the roster (%v); want 9, the finished one retired", len(live), err)
+	}
+	e.refuse.Store(nil)
+	e.mustSweep(10, time.Time{})
+	e.mustSweep(10, time.Time{})
+	if got := e.statefulSets(); len(got) != 10 || slices.Contains(got, a) {
+		t.Fatalf("statefulsets %v once the deletion went through: want a replaced, 10 in all", got)
 	}
 }

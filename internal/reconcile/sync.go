@@ -277,7 +277,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *sweep, regular []*runner,
 // status (recordScope). It returns how many it created and whether one failed.
 func (r *Reconciler) grow(ctx context.Context, s *sweep, wanted int) (grown, error) {
 	recordScope(s)
-	missing := min(wanted, s.p.Max()-holdingSlots(s.runners))
+	missing := min(wanted, s.p.Max()-holdingSlots(s))
 	if missing <= 0 {
 		if wanted > 0 {
 			s.log.Info("at maxReplicas: runners being stopped still hold their slots", "missing", wanted, "max", s.p.Max())
@@ -321,13 +321,20 @@ func live(runners []*runner) int {
 	return n
 }
 
-// holdingSlots counts the live StatefulSets that hold a slot under the
-// pool's ceiling: all but the finishing ones (finishing.go).
-func holdingSlots(runners []*runner) int {
-	n := live(runners)
-	for _, rn := range runners {
+// holdingSlots counts the StatefulSets that hold a slot under the pool's
+// ceiling: the live ones but the finishing (finishing.go), and those of
+// retired runners whose deletion was cut short and is not under way again
+// (finishRetired; their pod may have been made again and hold a job).
+func holdingSlots(s *sweep) int {
+	n := live(s.runners)
+	for _, rn := range s.runners {
 		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase == Finishing {
 			n--
+		}
+	}
+	for _, rn := range s.retired {
+		if rn.sts.DeletionTimestamp == nil {
+			n++
 		}
 	}
 	return n
