@@ -56,7 +56,7 @@ func (r *Reconciler) noteFinishing(ctx context.Context, s *sweep) error {
 		named[n] = true
 	}
 	for _, rn := range s.runners {
-		if !named[runnerpod.PodName(rn.name())] || rn.phase != Running || rn.marked() || rn.stale || rn.id == nil {
+		if !named[runnerpod.PodName(rn.name())] || rn.phase != Running || rn.marked() || rn.stale {
 			continue
 		}
 		jobs, err := r.opts.JobLinks.RunnerJobs(ctx, runnerpod.PodName(rn.name()))

@@ -225,12 +225,7 @@ func TestStoppingRunnerHoldsItsSlotWhenFinished(t *testing.T) {
 	e.annotateByHand(a, runnerpod.AnnotationUnregistrationRequest, e.clock.Now().UTC().Format(time.RFC3339))
 	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now())
 	e.sweepFinished(a + "-0")
-	if got := e.statefulSets(); len(got) != 10 {
-		t.Fatalf("statefulsets %v: want 10 (a, being stopped, holds its slot)", got)
-	}
-	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
-		t.Fatal("a runner being stopped was marked finishing")
-	}
+	e.holdsItsSlot(a, "a, being stopped, holds its slot")
 }
 
 // TestRefusedFinishingMarkIsSweptAgain: another writer changes runner a's
@@ -324,12 +319,7 @@ func TestLinkOlderThanTheRunnerDoesNotCountItOut(t *testing.T) {
 	a := e.statefulSets()[0]
 	e.links.link(a+"-0", 1, reservation.Completed, e.clock.Now().Add(-time.Hour))
 	e.sweepFinished(a + "-0")
-	if got := e.statefulSets(); len(got) != 10 {
-		t.Fatalf("statefulsets %v: want 10 (a's only link is older than a)", got)
-	}
-	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
-		t.Fatal("a was marked finishing by a link older than itself")
-	}
+	e.holdsItsSlot(a, "a's only link is older than a")
 }
 
 // TestRetiredStatefulSetHoldsItsSlot: a full pool (maxReplicas 10) whose
@@ -366,5 +356,17 @@ func TestRetiredStatefulSetHoldsItsSlot(t *testing.T) {
 	e.mustSweep(10, time.Time{})
 	if got := e.statefulSets(); len(got) != 10 || slices.Contains(got, a) {
 		t.Fatalf("statefulsets %v once the deletion went through: want a replaced, 10 in all", got)
+	}
+}
+
+// holdsItsSlot fails the test unless the full pool still has its 10
+// StatefulSets and runner a is not marked finishing (why: why a holds its slot).
+func (e *env) holdsItsSlot(a, why string) {
+	e.t.Helper()
+	if got := e.statefulSets(); len(got) != 10 {
+		e.t.Fatalf("statefulsets %v: want 10 (%s)", got, why)
+	}
+	if _, ok := e.statefulSet(a).Annotations[runnerpod.AnnotationJobCompleted]; ok {
+		e.t.Fatalf("runner %s marked finishing; want it to hold its slot (%s)", a, why)
 	}
 }

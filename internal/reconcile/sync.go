@@ -326,10 +326,10 @@ func live(runners []*runner) int {
 // retired runners whose deletion was cut short and is not under way again
 // (finishRetired; their pod may have been made again and hold a job).
 func holdingSlots(s *sweep) int {
-	n := live(s.runners)
+	n := 0
 	for _, rn := range s.runners {
-		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase == Finishing {
-			n--
+		if !rn.deleted && rn.sts.DeletionTimestamp == nil && rn.phase != Finishing {
+			n++
 		}
 	}
 	for _, rn := range s.retired {

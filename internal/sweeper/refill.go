@@ -56,7 +56,7 @@ func (s *Sweeper) refill(ctx context.Context, pools []*pool.Pool, ev Event, hold
 		}
 		log.InfoContext(ctx, "refill: a runner being stopped finished its job: unregistering it at once")
 	}
-	s.awaitExit(ctx, p, ev.Finished, log)
+	s.awaitExit(ctx, watcher, p, ev.Finished, log)
 	return s.sweepAll(ctx, pools, holder, true, nil, ev.Finished)
 }
 
@@ -64,8 +64,7 @@ func (s *Sweeper) refill(ctx context.Context, pools []*pool.Pool, ev Event, hold
 // every RefillPoll — one pod list each, outside the lease: nothing is written
 // and GitHub is not asked. If they have not exited by then, or looking fails,
 // it returns all the same: the sweep that follows leaves them to a later one.
-func (s *Sweeper) awaitExit(ctx context.Context, p *pool.Pool, runners []string, log *slog.Logger) {
-	watcher := s.reconciler.(RunnerWatcher)
+func (s *Sweeper) awaitExit(ctx context.Context, watcher RunnerWatcher, p *pool.Pool, runners []string, log *slog.Logger) {
 	start := s.clock.Now()
 	for {
 		running, err := watcher.StillRunning(ctx, p, runners)
